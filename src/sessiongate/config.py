@@ -1,0 +1,239 @@
+"""Configuration: one TOML file plus `SESSIONGATE_<SECTION>__<FIELD>` environment overrides,
+validated at start-up with one clear message per bad field."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from datetime import time, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from sessiongate.core.rotation import LifecycleMode, LifecyclePolicy, SemanticPolicy
+from sessiongate.durations import parse_duration, parse_optional_duration
+
+CONFIG_ENV = "SESSIONGATE_CONFIG"
+
+
+def _duration(value: Any) -> Any:
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+def _optional_duration(value: Any) -> Any:
+    return parse_optional_duration(value) if isinstance(value, str) else value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+OptionalDuration = Annotated[timedelta | None, BeforeValidator(_optional_duration)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+
+
+class DatabaseConfig(_Section):
+    url: str = ""
+    #: SQLite durability: "normal" loses nothing on a process crash; "full" also survives
+    #: power loss at the cost of an fsync per commit.
+    synchronous: Literal["normal", "full", "extra"] = "normal"
+
+
+class SemanticConfig(_Section):
+    enabled: bool = False
+    threshold: float = Field(0.8, ge=0.0, le=1.0)
+    cooldown: Duration = timedelta(minutes=10)
+    min_messages: int = Field(4, ge=0)
+
+
+class LifecycleConfig(_Section):
+    mode: LifecycleMode = LifecycleMode.SEGMENTED
+    idle_window: OptionalDuration = timedelta(hours=12)
+    day_boundary: str = "04:00"
+    timezone: str = "local"
+    semantic: SemanticConfig = SemanticConfig()
+
+    @field_validator("day_boundary")
+    @classmethod
+    def _check_boundary(cls, value: str) -> str:
+        parse_day_boundary(value)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _check_timezone(cls, value: str) -> str:
+        resolve_timezone(value)
+        return value
+
+    def policy(self) -> LifecyclePolicy:
+        return LifecyclePolicy(
+            mode=self.mode,
+            idle_window=self.idle_window,
+            day_boundary=parse_day_boundary(self.day_boundary),
+            timezone=resolve_timezone(self.timezone),
+            semantic=SemanticPolicy(
+                enabled=self.semantic.enabled,
+                threshold=self.semantic.threshold,
+                cooldown=self.semantic.cooldown,
+                min_messages=self.semantic.min_messages,
+            ),
+        )
+
+
+class ModelConfig(_Section):
+    provider: Literal["openai", "anthropic", "offline", "command"] = "offline"
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    command: list[str] = []
+    connect_timeout: Duration = timedelta(seconds=10)
+    read_timeout: Duration = timedelta(seconds=120)
+    max_retries: int = Field(2, ge=0, le=10)
+
+
+class AgentConfig(_Section):
+    """Every field is optional: a named agent inherits what it leaves unset from
+    `[agents.defaults]`."""
+
+    model: str | None = None
+    fallback_models: list[str] | None = None
+    control_model: str | None = None
+    control_fallback_models: list[str] | None = None
+    memory_window: int | None = Field(None, ge=1, le=10_000)
+    token_budget: int | None = Field(None, ge=256)
+    system_prompt: str | None = None
+    context_files: list[str] | None = None
+
+
+class LimitsConfig(_Section):
+    max_content_chars: int = Field(100_000, ge=1, le=10_000_000)
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    max_recall_results: int = Field(20, ge=1, le=200)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SESSIONGATE_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    data_dir: Path = Path("./data")
+    server: ServerConfig = ServerConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    lifecycle: LifecycleConfig = LifecycleConfig()
+    models: dict[str, ModelConfig] = {}
+    agents: dict[str, AgentConfig] = {}
+    limits: LimitsConfig = LimitsConfig()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment overrides the file; the file (passed as init values) overrides
+        # the defaults.
+        return (env_settings, init_settings)
+
+    @property
+    def sqlite_path(self) -> Path:
+        url = self.database.url
+        if not url:
+            return self.data_dir / "sessiongate.db"
+        prefix = "sqlite:///"
+        if not url.startswith(prefix):
+            raise ValueError(f"database.url {url!r} is not a sqlite:/// URL")
+        return Path(url[len(prefix) :])
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with one line per bad field."""
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Read the TOML file (if any), apply environment overrides, validate everything."""
+    chosen = path or os.environ.get(CONFIG_ENV)
+    data: dict[str, Any] = {}
+    if chosen:
+        file = Path(chosen)
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {file} does not exist") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
+    try:
+        settings = Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None
+    problems = cross_check(settings)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return settings
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        lines.append(f"{where}: {error['msg']}")
+    return "\n".join(lines)
+
+
+def cross_check(settings: Settings) -> list[str]:
+    """Checks that span sections: every model an agent names must be defined."""
+    problems = []
+    known = set(settings.models) | {"offline"}
+    for agent_name, agent in settings.agents.items():
+        names = [agent.model, agent.control_model, *(agent.fallback_models or [])]
+        names += agent.control_fallback_models or []
+        for name in names:
+            if name is not None and name not in known:
+                problems.append(f"agents.{agent_name}: model {name!r} is not defined in [models]")
+    return problems
+
+
+def parse_day_boundary(value: str) -> time | None:
+    if value.strip().lower() in ("off", "none", "disabled", "false"):
+        return None
+    try:
+        hours, minutes = value.split(":")
+        return time(int(hours), int(minutes))
+    except ValueError:
+        raise ValueError(f"{value!r} is not a time of day like 04:00, or off") from None
+
+
+def resolve_timezone(name: str) -> ZoneInfo:
+    if name == "local":
+        return local_timezone()
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{name!r} is not an IANA timezone name such as Europe/Berlin") from None
+
+
+def local_timezone() -> ZoneInfo:
+    """The machine's zone: $TZ, else /etc/localtime's target, else UTC."""
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    localtime = Path("/etc/localtime")
+    if localtime.is_symlink():
+        target = str(localtime.resolve())
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    for name in candidates:
+        if name:
+            try:
+                return ZoneInfo(name)
+            except (ZoneInfoNotFoundError, ValueError):
+                continue
+    return ZoneInfo("UTC")

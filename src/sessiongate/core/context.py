@@ -1,0 +1,136 @@
+"""Context assembly: exactly what one turn sends to the model. Pure.
+
+The thread comes from the `latest` segment only (plus, for a revert continuation, the
+segments it explicitly continues). History enters only as explicitly recalled fragments,
+and each one's rationale is carried into the turn's metadata.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessiongate.core.segments import Message, RecallFragment
+
+TokenCounter = Callable[[str], int]
+
+#: Per-message framing the chat formats add on top of the text itself.
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate: about four characters per token for English text.
+
+    Deliberately conservative for code and non-Latin scripts (one token per character
+    beyond the Latin-1 range), so a budget is rarely exceeded in practice.
+    """
+    wide = sum(1 for ch in text if ord(ch) > 0xFF)
+    return math.ceil((len(text) - wide) / 4) + wide
+
+
+@dataclass(frozen=True, slots=True)
+class ContextMessage:
+    role: str
+    content: str
+    #: Where the text came from: a message id, "system_prompt", "context_file:<name>" or
+    #: "recall".
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFile:
+    name: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledContext:
+    messages: tuple[ContextMessage, ...]
+    token_estimate: int
+    #: Thread messages left out because of the token budget (oldest first).
+    dropped_messages: int
+    recall: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    def to_wire(self) -> list[dict[str, str]]:
+        return [{"role": m.role, "content": m.content} for m in self.messages]
+
+
+def recall_metadata(fragments: Sequence[RecallFragment]) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {
+            "session_id": f.session_id,
+            "message_id": f.message_id,
+            "seq": f.seq,
+            "score": f.score,
+            "rationale": f.rationale,
+        }
+        for f in fragments
+    )
+
+
+def render_recall(fragments: Sequence[RecallFragment]) -> str:
+    lines = ["Recalled from earlier segments of this conversation, on explicit request:"]
+    for f in fragments:
+        lines.append(f"[{f.session_id} #{f.seq} {f.role} — why: {f.rationale}] {f.content}")
+    return "\n".join(lines)
+
+
+def assemble_context(
+    *,
+    thread: Sequence[Message],
+    memory_window: int,
+    system_prompt: str | None = None,
+    context_files: Sequence[ContextFile] = (),
+    recalled: Sequence[RecallFragment] = (),
+    token_budget: int | None = None,
+    count_tokens: TokenCounter = estimate_tokens,
+) -> AssembledContext:
+    """Build the turn's context from the thread tail, system text and recalled fragments.
+
+    Order: system prompt, context files, recalled fragments, then the newest
+    `memory_window` thread messages. Over budget, recalled fragments go first (lowest
+    score first), then the oldest thread messages; the system prompt and the newest thread
+    message always stay, so the model always sees what it is answering.
+    """
+    if memory_window < 1:
+        raise ValueError("memory_window must be at least 1")
+
+    def cost(text: str) -> int:
+        return count_tokens(text) + MESSAGE_OVERHEAD_TOKENS
+
+    fixed: list[ContextMessage] = []
+    if system_prompt:
+        fixed.append(ContextMessage("system", system_prompt, "system_prompt"))
+    for item in context_files:
+        fixed.append(ContextMessage("system", item.content, f"context_file:{item.name}"))
+
+    tail = list(thread[-memory_window:])
+    history = [ContextMessage(m.role.value, m.content, m.message_id) for m in tail]
+    kept_recall = sorted(recalled, key=lambda f: f.score, reverse=True)
+
+    def total() -> int:
+        parts = [cost(m.content) for m in (*fixed, *history)]
+        if kept_recall:
+            parts.append(cost(render_recall(kept_recall)))
+        return sum(parts)
+
+    dropped = 0
+    if token_budget is not None:
+        while kept_recall and total() > token_budget:
+            kept_recall.pop()
+        while len(history) > 1 and total() > token_budget:
+            history.pop(0)
+            dropped += 1
+
+    messages = list(fixed)
+    if kept_recall:
+        messages.append(ContextMessage("system", render_recall(kept_recall), "recall"))
+    messages.extend(history)
+    return AssembledContext(
+        messages=tuple(messages),
+        token_estimate=total(),
+        dropped_messages=dropped,
+        recall=recall_metadata(kept_recall),
+    )

@@ -1,0 +1,69 @@
+"""The one internal event stream of a turn. Every transport renders these."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class StartEvent:
+    session_key: str
+    session_id: str
+    turn_id: str
+    type: Literal["start"] = "start"
+
+
+@dataclass(frozen=True, slots=True)
+class RotationEvent:
+    from_session_id: str
+    to_session_id: str
+    reason: str
+    confidence: float | None = None
+    deciding_model: str | None = None
+    in_place: bool = False
+    type: Literal["rotation"] = "rotation"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        # The wire names are `from` and `to` (DESIGN.md §5).
+        data["from"] = data.pop("from_session_id")
+        data["to"] = data.pop("to_session_id")
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class ContextLogEvent:
+    entries: list[dict[str, Any]]
+    type: Literal["context_log"] = "context_log"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEvent:
+    content: str
+    type: Literal["token"] = "token"
+
+
+@dataclass(frozen=True, slots=True)
+class EndEvent:
+    message_id: str | None
+    message_count: int
+    usage: dict[str, int] = field(default_factory=dict)
+    status: str = "complete"
+    type: Literal["end"] = "end"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent:
+    code: str
+    message: str
+    type: Literal["error"] = "error"
+
+
+TurnEvent = StartEvent | RotationEvent | ContextLogEvent | TokenEvent | EndEvent | ErrorEvent
+
+
+def event_to_dict(event: TurnEvent) -> dict[str, Any]:
+    if isinstance(event, RotationEvent):
+        return event.to_dict()
+    return asdict(event)

@@ -1,0 +1,1 @@
+"""Reply-model adapters behind the `ReplyModel` port."""

@@ -1,0 +1,36 @@
+"""The `offline` provider: what answers when no model is configured.
+
+Deterministic and honest: it says plainly that no model is configured and echoes what it
+was asked, so a fresh install works end to end without pretending to be an assistant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from sessiongate.core.context import estimate_tokens
+from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
+
+
+class OfflineModel:
+    def __init__(self, name: str = "offline") -> None:
+        self.name = name
+
+    def reply_for(self, messages: Sequence[WireMessage]) -> str:
+        last_user = next(
+            (m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), ""
+        )
+        history = sum(1 for m in messages if m.get("role") in ("user", "assistant"))
+        quoted = last_user if len(last_user) <= 200 else last_user[:197] + "..."
+        return (
+            "No model is configured, so this is sessiongate's offline stand-in answering. "
+            f"I received: \u201c{quoted}\u201d ({history} message(s) in context). "
+            "Configure a model under [models] in the config file to get real replies."
+        )
+
+    async def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
+        text = self.reply_for(messages)
+        for word in text.split(" "):
+            yield TextDelta(word + " ")
+        prompt = sum(estimate_tokens(m.get("content", "")) for m in messages)
+        yield Usage(prompt_tokens=prompt, completion_tokens=estimate_tokens(text))

@@ -1,0 +1,1 @@
+"""The imperative shell around the core: sessions and turns."""

@@ -1,0 +1,73 @@
+"""Agent profiles: what an agent is once `[agents.defaults]` and its own section merge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sessiongate.config import AgentConfig, Settings
+from sessiongate.core.context import ContextFile
+from sessiongate.errors import NotFound
+
+DEFAULT_AGENT = "main"
+DEFAULTS_SECTION = "defaults"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProfile:
+    name: str
+    reply_model: str
+    fallback_models: tuple[str, ...]
+    control_model: str | None
+    control_fallback_models: tuple[str, ...]
+    memory_window: int
+    token_budget: int | None
+    system_prompt: str | None
+    context_files: tuple[ContextFile, ...]
+
+
+def merge_agent(name: str, defaults: AgentConfig, own: AgentConfig) -> AgentConfig:
+    """Field by field: the agent's own value where set, else the default's."""
+    merged = defaults.model_dump()
+    merged.update(own.model_dump(exclude_unset=True, exclude_none=True))
+    return AgentConfig(**merged)
+
+
+def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str, AgentProfile]:
+    """Every configured agent (always at least `main`), with context files read now."""
+    defaults = settings.agents.get(DEFAULTS_SECTION, AgentConfig())
+    names = [n for n in settings.agents if n != DEFAULTS_SECTION] or [DEFAULT_AGENT]
+    profiles = {}
+    for name in names:
+        cfg = merge_agent(name, defaults, settings.agents.get(name, AgentConfig()))
+        files = tuple(_read_context_file(p, base_dir) for p in cfg.context_files or [])
+        profiles[name] = AgentProfile(
+            name=name,
+            reply_model=cfg.model or "offline",
+            fallback_models=tuple(cfg.fallback_models or ()),
+            control_model=cfg.control_model,
+            control_fallback_models=tuple(cfg.control_fallback_models or ()),
+            memory_window=cfg.memory_window or 50,
+            token_budget=cfg.token_budget,
+            system_prompt=cfg.system_prompt,
+            context_files=files,
+        )
+    return profiles
+
+
+def _read_context_file(path: str, base_dir: Path | None) -> ContextFile:
+    file = Path(path)
+    if not file.is_absolute() and base_dir is not None:
+        file = base_dir / file
+    try:
+        return ContextFile(name=file.name, content=file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"context file {file} cannot be read: {exc}") from None
+
+
+def pick_agent(profiles: dict[str, AgentProfile], name: str | None) -> AgentProfile:
+    chosen = name or (DEFAULT_AGENT if DEFAULT_AGENT in profiles else next(iter(profiles)))
+    try:
+        return profiles[chosen]
+    except KeyError:
+        raise NotFound(f"no agent named {chosen!r}", code="agent_not_found") from None

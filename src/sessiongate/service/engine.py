@@ -1,0 +1,70 @@
+"""Wiring: build the store, models, judges and services from validated settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sessiongate.config import ConfigError, ModelConfig, Settings
+from sessiongate.core.clock import Clock, SystemClock
+from sessiongate.core.control import BUILTIN_JUDGE, LexicalTopicJudge, TopicJudge
+from sessiongate.core.ids import IdGenerator
+from sessiongate.models.base import ReplyModel
+from sessiongate.models.judge import ModelTopicJudge
+from sessiongate.models.offline import OfflineModel
+from sessiongate.service.agents import build_profiles
+from sessiongate.service.locks import KeyLocks
+from sessiongate.service.sessions import SessionService
+from sessiongate.service.turns import TurnService
+from sessiongate.store.sqlite import SQLiteStore
+
+
+@dataclass(slots=True)
+class Engine:
+    store: SQLiteStore
+    sessions: SessionService
+    turns: TurnService
+
+    async def aclose(self) -> None:
+        await self.turns.aclose()
+        await self.store.close()
+
+
+def build_reply_model(name: str, config: ModelConfig) -> ReplyModel:
+    if config.provider == "offline":
+        return OfflineModel(name)
+    raise ConfigError(
+        f"models.{name}: provider {config.provider!r} is not available in this build yet"
+    )
+
+
+def build_engine(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    models: dict[str, ReplyModel] | None = None,
+    config_dir: Path | None = None,
+) -> Engine:
+    """`models` adds or replaces reply models by name (tests use scripted ones)."""
+    clock = clock or SystemClock()
+    registry: dict[str, ReplyModel] = {"offline": OfflineModel("offline")}
+    for name, model_config in settings.models.items():
+        registry[name] = build_reply_model(name, model_config)
+    registry.update(models or {})
+    judges: dict[str, TopicJudge] = {BUILTIN_JUDGE: LexicalTopicJudge()}
+    for name, model in registry.items():
+        judges[name] = ModelTopicJudge(model)
+    try:
+        agents = build_profiles(settings, config_dir)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    store = SQLiteStore.open(settings.sqlite_path, synchronous=settings.database.synchronous)
+    sessions = SessionService(
+        store,
+        clock,
+        IdGenerator(clock),
+        settings.lifecycle.policy(),
+        KeyLocks(),
+        max_content_chars=settings.limits.max_content_chars,
+    )
+    return Engine(store, sessions, TurnService(sessions, agents, registry, judges))

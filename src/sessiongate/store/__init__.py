@@ -1,0 +1,1 @@
+"""Stores: the persistence port and its adapters."""

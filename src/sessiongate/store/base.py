@@ -1,0 +1,124 @@
+"""The store port. The service talks only to this protocol; adapters implement it.
+
+Methods are async so a network database can implement them without blocking; the SQLite
+adapter answers inline because a local WAL write costs less than a thread hop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from sessiongate.core.segments import (
+    KeySummary,
+    Message,
+    MessageStatus,
+    RecallFragment,
+    Role,
+    RotationReason,
+    RotationRecord,
+    Segment,
+    SessionKeyRecord,
+)
+from sessiongate.store.exchange import ChainRecords
+
+
+class Store(Protocol):
+    async def get_key(self, key: str) -> SessionKeyRecord | None: ...
+
+    async def create_key(
+        self, key: str, owner: str, session_id: str, now: datetime
+    ) -> tuple[SessionKeyRecord, Segment]:
+        """Create `key` with its first (latest) segment. Raises KeyExists."""
+        ...
+
+    async def get_segment(self, session_id: str) -> Segment | None: ...
+
+    async def latest_segment(self, key: str) -> Segment:
+        """Raises SessionNotFound."""
+        ...
+
+    async def chain(self, key: str) -> list[Segment]:
+        """All segments of `key`, oldest first."""
+        ...
+
+    async def rotate(
+        self,
+        key: str,
+        *,
+        expected_latest: str,
+        new_session_id: str,
+        reason: RotationReason,
+        now: datetime,
+        confidence: float | None = None,
+        deciding_model: str | None = None,
+        continues: Sequence[str] = (),
+        extra_parents: Sequence[str] = (),
+    ) -> tuple[Segment, RotationRecord]:
+        """Archive the latest segment, create the next one and move the pointer, atomically.
+
+        Raises Conflict when the latest segment is no longer `expected_latest`.
+        """
+        ...
+
+    async def clear_in_place(
+        self, key: str, *, expected_latest: str, reason: RotationReason, now: datetime
+    ) -> tuple[Segment, RotationRecord]:
+        """Legacy mode: start the context afresh in the same segment. Nothing is deleted."""
+        ...
+
+    async def append_message(
+        self,
+        session_id: str,
+        *,
+        role: Role,
+        content: str,
+        now: datetime,
+        status: MessageStatus = MessageStatus.COMPLETE,
+        metadata: dict[str, Any] | None = None,
+    ) -> Message:
+        """Append to a latest segment. Raises ImmutableSegment for an archived one."""
+        ...
+
+    async def thread_tail(self, segment: Segment, limit: int) -> list[Message]:
+        """The newest `limit` messages of the segment's thread, oldest first.
+
+        The thread is the segment's own messages after any in-place clear, preceded by
+        the threads of the segments it explicitly continues (revert continuations).
+        """
+        ...
+
+    async def list_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int = 100
+    ) -> list[Message]: ...
+
+    async def rotations(self, key: str) -> list[RotationRecord]: ...
+
+    async def recall(
+        self,
+        key: str,
+        query: str,
+        *,
+        rationale: str,
+        limit: int = 5,
+        exclude_session_ids: Iterable[str] = (),
+    ) -> list[RecallFragment]:
+        """Full-text search over the archived segments of `key`."""
+        ...
+
+    async def list_keys(self, owner: str | None = None) -> list[KeySummary]: ...
+
+    async def set_overrides(self, key: str, overrides: dict[str, Any]) -> SessionKeyRecord: ...
+
+    async def delete_key(self, key: str) -> None:
+        """Erase a key and its whole chain. Raises SessionNotFound."""
+        ...
+
+    async def export_chain(self, key: str) -> ChainRecords: ...
+
+    async def import_chain(self, records: ChainRecords) -> None:
+        """Insert a whole chain in one transaction. Raises KeyExists or Conflict."""
+        ...
+
+    async def close(self) -> None: ...

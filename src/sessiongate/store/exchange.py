@@ -1,0 +1,342 @@
+"""Export and import of one key's whole chain as JSON Lines.
+
+Line 1 is the key header; then each segment (oldest first) followed by its messages; then
+the rotation log. Parsing validates every line and the chain as a whole before anything is
+written, and names the 1-based line of the first problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from sessiongate.core.ids import is_session_id
+from sessiongate.core.keys import validate_session_key
+from sessiongate.core.segments import (
+    Message,
+    MessageStatus,
+    Role,
+    RotationReason,
+    RotationRecord,
+    Segment,
+    SegmentStatus,
+    SessionKeyRecord,
+)
+from sessiongate.errors import ImportFormatError, SessionGateError
+
+FORMAT_NAME = "sessiongate.chain"
+FORMAT_VERSION = 1
+#: A single export line larger than this is refused before JSON parsing.
+MAX_LINE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class ChainRecords:
+    key: SessionKeyRecord
+    segments: list[Segment]
+    messages: list[Message]
+    rotations: list[RotationRecord] = field(default_factory=list)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _KeyLine(_Strict):
+    type: Literal["key"]
+    format: Literal["sessiongate.chain"]
+    version: Literal[1]
+    key: str
+    owner: str = Field(min_length=1, max_length=200)
+    latest_session_id: str
+    created_at: AwareDatetime
+    overrides: dict[str, Any]
+    last_semantic_rotation_at: AwareDatetime | None
+
+
+class _SegmentLine(_Strict):
+    type: Literal["segment"]
+    session_id: str
+    created_at: AwareDatetime
+    archived_at: AwareDatetime | None
+    parent_ids: list[str]
+    continues: list[str]
+    cleared_after_seq: int = Field(ge=0)
+    context_started_at: AwareDatetime
+    last_activity_at: AwareDatetime
+    created_reason: RotationReason | None
+
+
+class _MessageLine(_Strict):
+    type: Literal["message"]
+    session_id: str
+    seq: int = Field(ge=1)
+    role: Role
+    content: str
+    status: MessageStatus
+    metadata: dict[str, Any]
+    created_at: AwareDatetime
+
+
+class _RotationLine(_Strict):
+    type: Literal["rotation"]
+    from_session_id: str = Field(alias="from")
+    to_session_id: str = Field(alias="to")
+    reason: RotationReason
+    at: AwareDatetime
+    confidence: float | None
+    deciding_model: str | None
+    in_place: bool
+
+
+_Line = Annotated[
+    _KeyLine | _SegmentLine | _MessageLine | _RotationLine, Field(discriminator="type")
+]
+# JSON mode: strict types, but datetimes and enums may come as strings.
+_LINE_ADAPTER: TypeAdapter[_Line] = TypeAdapter(_Line)
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def export_lines(records: ChainRecords) -> Iterator[str]:
+    """Render a chain as JSON Lines (each without its trailing newline)."""
+    k = records.key
+
+    def dump(obj: dict[str, Any]) -> str:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+    yield dump(
+        {
+            "type": "key",
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "key": k.key,
+            "owner": k.owner,
+            "latest_session_id": k.latest_session_id,
+            "created_at": _iso(k.created_at),
+            "overrides": k.overrides,
+            "last_semantic_rotation_at": _iso(k.last_semantic_rotation_at),
+        }
+    )
+    by_segment: dict[str, list[Message]] = {}
+    for m in records.messages:
+        by_segment.setdefault(m.session_id, []).append(m)
+    for s in records.segments:
+        yield dump(
+            {
+                "type": "segment",
+                "session_id": s.session_id,
+                "created_at": _iso(s.created_at),
+                "archived_at": _iso(s.archived_at),
+                "parent_ids": list(s.parent_ids),
+                "continues": list(s.continues),
+                "cleared_after_seq": s.cleared_after_seq,
+                "context_started_at": _iso(s.context_started_at),
+                "last_activity_at": _iso(s.last_activity_at),
+                "created_reason": s.created_reason.value if s.created_reason else None,
+            }
+        )
+        for m in by_segment.get(s.session_id, []):
+            yield dump(
+                {
+                    "type": "message",
+                    "session_id": m.session_id,
+                    "seq": m.seq,
+                    "role": m.role.value,
+                    "content": m.content,
+                    "status": m.status.value,
+                    "metadata": m.metadata,
+                    "created_at": _iso(m.created_at),
+                }
+            )
+    for r in records.rotations:
+        yield dump(
+            {
+                "type": "rotation",
+                "from": r.from_session_id,
+                "to": r.to_session_id,
+                "reason": r.reason.value,
+                "at": _iso(r.at),
+                "confidence": r.confidence,
+                "deciding_model": r.deciding_model,
+                "in_place": r.in_place,
+            }
+        )
+
+
+def parse_lines(lines: Iterable[str | bytes], *, max_content_chars: int) -> ChainRecords:
+    """Validate a whole export; raise ImportFormatError naming the first bad line."""
+    builder = _ChainBuilder(max_content_chars)
+    for number, raw in enumerate(lines, start=1):
+        builder.line_number = number
+        if isinstance(raw, bytes):
+            if len(raw) > MAX_LINE_BYTES:
+                raise ImportFormatError("line is too long", line=number)
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ImportFormatError("line is not valid UTF-8", line=number) from None
+        elif len(raw) > MAX_LINE_BYTES:
+            raise ImportFormatError("line is too long", line=number)
+        if not raw.strip():
+            continue
+        try:
+            parsed = _LINE_ADAPTER.validate_json(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            detail = f"{where}: {first['msg']}" if where else first["msg"]
+            raise ImportFormatError(detail, line=number) from None
+        try:
+            builder.add(parsed)
+        except ImportFormatError:
+            raise
+        except SessionGateError as exc:
+            raise ImportFormatError(exc.message, line=number) from None
+    return builder.finish()
+
+
+class _ChainBuilder:
+    def __init__(self, max_content_chars: int) -> None:
+        self.max_content_chars = max_content_chars
+        self.line_number = 0
+        self.header: _KeyLine | None = None
+        self.segments: list[Segment] = []
+        self.segment_counts: dict[str, int] = {}
+        self.messages: list[Message] = []
+        self.rotations: list[RotationRecord] = []
+
+    def fail(self, message: str) -> ImportFormatError:
+        return ImportFormatError(message, line=self.line_number)
+
+    def add(self, line: _KeyLine | _SegmentLine | _MessageLine | _RotationLine) -> None:
+        if isinstance(line, _KeyLine):
+            if self.header is not None or self.segments:
+                raise self.fail("the key header must be the first line, and only once")
+            validate_session_key(line.key)
+            self.header = line
+            return
+        if self.header is None:
+            raise self.fail("the first line must be the key header")
+        if isinstance(line, _SegmentLine):
+            self._add_segment(line)
+        elif isinstance(line, _MessageLine):
+            self._add_message(line)
+        else:
+            self._add_rotation(line)
+
+    def _add_segment(self, line: _SegmentLine) -> None:
+        if self.rotations:
+            raise self.fail("segments must come before the rotation log")
+        if not is_session_id(line.session_id):
+            raise self.fail(f"session_id {line.session_id!r} is not a UUIDv7")
+        if line.session_id in self.segment_counts:
+            raise self.fail(f"segment {line.session_id} appears twice")
+        for parent in (*line.parent_ids, *line.continues):
+            if parent not in self.segment_counts:
+                raise self.fail(f"segment {line.session_id} links to unknown segment {parent}")
+        if self.segments and self.segments[-1].archived_at is None:
+            raise self.fail("only the last segment may be unarchived (latest)")
+        assert self.header is not None
+        self.segments.append(
+            Segment(
+                session_id=line.session_id,
+                key=self.header.key,
+                status=SegmentStatus.ARCHIVED if line.archived_at else SegmentStatus.LATEST,
+                created_at=line.created_at,
+                archived_at=line.archived_at,
+                parent_ids=tuple(line.parent_ids),
+                continues=tuple(line.continues),
+                cleared_after_seq=line.cleared_after_seq,
+                context_started_at=line.context_started_at,
+                message_count=0,
+                last_activity_at=line.last_activity_at,
+                created_reason=line.created_reason,
+            )
+        )
+        self.segment_counts[line.session_id] = 0
+
+    def _add_message(self, line: _MessageLine) -> None:
+        if not self.segments or self.segments[-1].session_id != line.session_id:
+            raise self.fail("a message must follow its own segment's line")
+        expected = self.segment_counts[line.session_id] + 1
+        if line.seq != expected:
+            raise self.fail(f"message seq {line.seq} out of order (expected {expected})")
+        if len(line.content) > self.max_content_chars:
+            raise self.fail(f"message content is longer than {self.max_content_chars} characters")
+        try:
+            line.content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise self.fail("message content is not valid Unicode text") from None
+        self.segment_counts[line.session_id] = expected
+        self.messages.append(
+            Message(
+                session_id=line.session_id,
+                seq=line.seq,
+                role=line.role,
+                content=line.content,
+                status=line.status,
+                created_at=line.created_at,
+                metadata=line.metadata,
+            )
+        )
+
+    def _add_rotation(self, line: _RotationLine) -> None:
+        for ref in (line.from_session_id, line.to_session_id):
+            if ref not in self.segment_counts:
+                raise self.fail(f"rotation refers to unknown segment {ref}")
+        assert self.header is not None
+        self.rotations.append(
+            RotationRecord(
+                key=self.header.key,
+                from_session_id=line.from_session_id,
+                to_session_id=line.to_session_id,
+                reason=line.reason,
+                at=line.at,
+                confidence=line.confidence,
+                deciding_model=line.deciding_model,
+                in_place=line.in_place,
+            )
+        )
+
+    def finish(self) -> ChainRecords:
+        self.line_number += 1
+        if self.header is None:
+            raise self.fail("the file is empty: expected a key header")
+        if not self.segments:
+            raise self.fail("the chain has no segments")
+        latest = self.segments[-1]
+        if latest.archived_at is not None:
+            raise self.fail("the last segment must be the latest (not archived)")
+        if latest.session_id != self.header.latest_session_id:
+            raise self.fail("latest_session_id does not name the last segment")
+        segments = [
+            _with_count(s, self.segment_counts[s.session_id]) for s in self.segments
+        ]
+        h = self.header
+        return ChainRecords(
+            key=SessionKeyRecord(
+                key=h.key,
+                owner=h.owner,
+                latest_session_id=h.latest_session_id,
+                created_at=h.created_at,
+                overrides=h.overrides,
+                last_semantic_rotation_at=h.last_semantic_rotation_at,
+            ),
+            segments=segments,
+            messages=self.messages,
+            rotations=self.rotations,
+        )
+
+
+def _with_count(segment: Segment, count: int) -> Segment:
+    return replace(segment, message_count=count)
