@@ -1,4 +1,4 @@
-"""The validation cases A1–F2 of the lifecycle contract (SOURCES.md, seed 003)."""
+"""The validation cases A1-F2 of the lifecycle contract (SOURCES.md, seed 003)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ async def test_session_new_repeated_chain_integrity(engine: Engine) -> None:
     s1, s2, s3 = chain
     assert s2.parent_ids == (s1.session_id,) and s3.parent_ids == (s2.session_id,)
     assert [s.status for s in chain] == [
-        SegmentStatus.ARCHIVED, SegmentStatus.ARCHIVED, SegmentStatus.LATEST
+        SegmentStatus.ARCHIVED,
+        SegmentStatus.ARCHIVED,
+        SegmentStatus.LATEST,
     ]
     assert (await engine.store.get_key(KEY)).latest_session_id == s3.session_id  # type: ignore[union-attr]
     reasons = [r.reason for r in await engine.store.rotations(KEY)]
@@ -64,7 +66,7 @@ async def test_session_new_with_text_rotates_then_lands_message(engine: Engine) 
     assert types(events)[:2] == ["start", "rotation"] and events[-1].type == "end"
     latest = await engine.store.latest_segment(KEY)
     messages = await engine.store.list_messages(latest.session_id)
-    assert [m.content for m in messages][0] == "let's plan the garden"
+    assert next(m.content for m in messages) == "let's plan the garden"
 
 
 # -- B. trigger matrix ------------------------------------------------------------
@@ -79,7 +81,7 @@ async def test_session_rollover_temporal_expired(engine: Engine, clock: ManualCl
     assert events[1].reason == "idle" and events[1].from_session_id == s1
     latest = await engine.store.latest_segment(KEY)
     assert latest.session_id != s1
-    assert [m.content for m in await engine.store.list_messages(latest.session_id)][0] == (
+    assert next(m.content for m in await engine.store.list_messages(latest.session_id)) == (
         "back again"
     )
 
@@ -156,8 +158,9 @@ async def test_control_model_fallback_deterministic(
             await collect(engine, "tomato seedlings need repotting soon")
             await collect(engine, "tomato seedlings are leggy and pale")
             events = await collect(engine, "what is the capital of mongolia")
-            outcomes.append([(e.reason, e.confidence, e.deciding_model)
-                             for e in events if e.type == "rotation"])
+            outcomes.append(
+                [(e.reason, e.confidence, e.deciding_model) for e in events if e.type == "rotation"]
+            )
         finally:
             await engine.aclose()
     assert outcomes[0] == outcomes[1] == [("semantic", 1.0, BUILTIN_JUDGE)]
@@ -168,15 +171,18 @@ async def test_control_model_reply_model_switch_keeps_control(
 ) -> None:
     """C4: changing the reply model leaves the control model where it was."""
     judge_calls: list[str] = []
-    judge = ScriptedModel("judge", lambda m: judge_calls.append("judge") or
-                          '{"new_topic_confidence": 0.95}')
+    judge = ScriptedModel(
+        "judge", lambda m: judge_calls.append("judge") or '{"new_topic_confidence": 0.95}'
+    )
     reply_x, reply_y = ScriptedModel("x"), ScriptedModel("y")
     settings = make_settings(
-        tmp_path, agents={"defaults": {"model": "x", "control_model": "judge"}},
+        tmp_path,
+        agents={"defaults": {"model": "x", "control_model": "judge"}},
         semantic={"enabled": True, "min_messages": 2},
     )
-    engine = build_engine(settings, clock=clock,
-                          models={"judge": judge, "x": reply_x, "y": reply_y})
+    engine = build_engine(
+        settings, clock=clock, models={"judge": judge, "x": reply_x, "y": reply_y}
+    )
     try:
         await collect(engine, "talk about boats")
         await engine.store.set_overrides(KEY, {"reply_model": "y"})
@@ -215,7 +221,8 @@ async def test_history_recall_requires_explicit_selection(
     assert "4812" not in " ".join(m["content"] for m in scripted.requests[-1])
 
     events = await collect(
-        engine, "remind me of the locker combination",
+        engine,
+        "remind me of the locker combination",
         recall=RecallRequest("locker combination", "user asked about an earlier fact"),
     )
     assert events[-1].type == "end"
@@ -223,8 +230,9 @@ async def test_history_recall_requires_explicit_selection(
     recall_block = next(m for m in sent if m["role"] == "system" and "4812" in m["content"])
     assert "user asked about an earlier fact" in recall_block["content"]
     latest = await engine.store.latest_segment(KEY)
-    user_message = [m for m in await engine.store.list_messages(latest.session_id)
-                    if m.role.value == "user"][-1]
+    user_message = [
+        m for m in await engine.store.list_messages(latest.session_id) if m.role.value == "user"
+    ][-1]
     recorded = user_message.metadata["recall"]
     assert recorded[0]["session_id"] == s1
     assert recorded[0]["rationale"] == "user asked about an earlier fact"
@@ -246,8 +254,11 @@ async def test_history_segment_immutable(engine: Engine) -> None:
     attacks = [
         ("UPDATE messages SET content = 'rewritten' WHERE segment_id = ?", (s1,)),
         ("DELETE FROM messages WHERE segment_id = ?", (s1,)),
-        ("INSERT INTO messages (segment_id, seq, role, content, status, created_at)"
-         " VALUES (?, 99, 'user', 'x', 'complete', 0)", (s1,)),
+        (
+            "INSERT INTO messages (segment_id, seq, role, content, status, created_at)"
+            " VALUES (?, 99, 'user', 'x', 'complete', 0)",
+            (s1,),
+        ),
         ("UPDATE segments SET message_count = 0 WHERE session_id = ?", (s1,)),
         ("UPDATE segments SET cleared_after_seq = 2 WHERE session_id = ?", (s1,)),
         ("DELETE FROM segments WHERE session_id = ?", (s1,)),
@@ -272,9 +283,13 @@ async def test_semantic_rollover_debounce(
 ) -> None:
     engine = await semantic_engine(tmp_path, clock, scripted, min_messages=0, cooldown="10m")
     try:
-        topics = ["volcanoes erupt magma", "jazz saxophone improvisation",
-                  "quantum entanglement photons", "medieval castle architecture",
-                  "marathon training intervals"]
+        topics = [
+            "volcanoes erupt magma",
+            "jazz saxophone improvisation",
+            "quantum entanglement photons",
+            "medieval castle architecture",
+            "marathon training intervals",
+        ]
         rotations = 0
         for topic in topics:
             clock.advance(timedelta(minutes=1))
@@ -318,8 +333,9 @@ async def test_semantic_rollover_reversible(
 async def test_legacy_mode_new_inplace_clear(
     tmp_path: Path, clock: ManualClock, scripted: ScriptedModel
 ) -> None:
-    engine = build_engine(make_settings(tmp_path, mode="legacy"), clock=clock,
-                          models={"scripted": scripted})
+    engine = build_engine(
+        make_settings(tmp_path, mode="legacy"), clock=clock, models={"scripted": scripted}
+    )
     try:
         await collect(engine, "remember the word pelican")
         s1 = (await engine.store.latest_segment(KEY)).session_id

@@ -66,10 +66,12 @@ class TopicJudge(Protocol):
 
 _WORD_RE = re.compile(r"[^\W_]{3,}", re.UNICODE)
 _STOPWORDS = frozenset(
-    """the and for are but not you your with this that have from they will would there
-    their what when where which who how can could should about into than then them these
-    those was were been being has had does did just also very more most some any all our
-    out over under again once here why its it's i'm let lets please thanks thank okay""".split()
+    (
+        "the and for are but not you your with this that have from they will would there "
+        "their what when where which who how can could should about into than then them these "
+        "those was were been being has had does did just also very more most some any all our "
+        "out over under again once here why its it's i'm let lets please thanks thank okay"
+    ).split()
 )
 
 
@@ -78,7 +80,7 @@ def content_words(text: str) -> frozenset[str]:
 
 
 def lexical_shift_confidence(recent: Sequence[str], inbound: str) -> float:
-    """1 − (share of the inbound message's content words already seen in `recent`).
+    """1 - (share of the inbound message's content words already seen in `recent`).
 
     No content words in the inbound message (a greeting, "ok") means no evidence of a
     shift: 0.0. No recent text means nothing to shift from: 0.0.

@@ -176,7 +176,10 @@ class SessionService:
         validate_recall(query, rationale, limit)
         latest = await self.store.latest_segment(key)
         return await self.store.recall(
-            key, query, rationale=rationale.strip(), limit=limit,
+            key,
+            query,
+            rationale=rationale.strip(),
+            limit=limit,
             exclude_session_ids=thread_segment_ids(latest),
         )
 
@@ -215,9 +218,7 @@ class SessionService:
         becomes the owner unless an admin asks to keep the file's owner."""
         records = parse_lines(lines, max_content_chars=self.max_content_chars)
         if not (keep_owner and caller.admin):
-            records.key = SessionKeyRecord(
-                **{**_record_fields(records.key), "owner": caller.name}
-            )
+            records.key = SessionKeyRecord(**{**_record_fields(records.key), "owner": caller.name})
         async with self.locks.hold(records.key.key):
             await self.store.import_chain(records)
         record = await self.store.get_key(records.key.key)

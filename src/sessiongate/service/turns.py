@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sessiongate.core.content import validate_content
 from sessiongate.core.context import AssembledContext, assemble_context
 from sessiongate.core.control import TopicJudge, resolve_control_chain
 from sessiongate.core.events import (
@@ -32,7 +33,6 @@ from sessiongate.core.events import (
     TurnEvent,
 )
 from sessiongate.core.keys import validate_session_key
-from sessiongate.core.content import validate_content
 from sessiongate.core.rotation import (
     LifecycleAction,
     manual_action,
@@ -210,8 +210,11 @@ class TurnService:
         fragments: list[RecallFragment] = []
         if inbound.recall is not None:
             fragments = await sessions.store.recall(
-                record.key, inbound.recall.query, rationale=inbound.recall.rationale.strip(),
-                limit=inbound.recall.limit, exclude_session_ids=thread_segment_ids(segment),
+                record.key,
+                inbound.recall.query,
+                rationale=inbound.recall.rationale.strip(),
+                limit=inbound.recall.limit,
+                exclude_session_ids=thread_segment_ids(segment),
             )
         user_metadata: dict[str, Any] = {**inbound.metadata, "turn_id": handle.turn_id}
         user_metadata["agent"] = agent.name
@@ -219,8 +222,12 @@ class TurnService:
             user_metadata["rotation"] = rotations[-1].reason.value
         if fragments:
             user_metadata["recall"] = [
-                {"session_id": f.session_id, "message_id": f.message_id, "score": f.score,
-                 "rationale": f.rationale}
+                {
+                    "session_id": f.session_id,
+                    "message_id": f.message_id,
+                    "score": f.score,
+                    "rationale": f.rationale,
+                }
                 for f in fragments
             ]
         await sessions.store.append_message(
@@ -310,18 +317,29 @@ class TurnService:
             except asyncio.CancelledError:
                 if parts:
                     await store.append_message(
-                        segment.session_id, role=Role.ASSISTANT, content="".join(parts),
-                        now=self.sessions.clock.now(), status=MessageStatus.INTERRUPTED,
+                        segment.session_id,
+                        role=Role.ASSISTANT,
+                        content="".join(parts),
+                        now=self.sessions.clock.now(),
+                        status=MessageStatus.INTERRUPTED,
                         metadata={"turn_id": handle.turn_id, "model": name},
                     )
                 raise
             message = await store.append_message(
-                segment.session_id, role=Role.ASSISTANT, content="".join(parts),
+                segment.session_id,
+                role=Role.ASSISTANT,
+                content="".join(parts),
                 now=self.sessions.clock.now(),
-                metadata={"turn_id": handle.turn_id, "model": name, "usage": usage.to_dict(),
-                          "context": {"messages": len(context.messages),
-                                      "tokens": context.token_estimate,
-                                      "dropped": context.dropped_messages}},
+                metadata={
+                    "turn_id": handle.turn_id,
+                    "model": name,
+                    "usage": usage.to_dict(),
+                    "context": {
+                        "messages": len(context.messages),
+                        "tokens": context.token_estimate,
+                        "dropped": context.dropped_messages,
+                    },
+                },
             )
             handle.emit(EndEvent(message.message_id, message.seq, usage.to_dict()))
             return

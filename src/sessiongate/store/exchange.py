@@ -319,9 +319,7 @@ class _ChainBuilder:
             raise self.fail("the last segment must be the latest (not archived)")
         if latest.session_id != self.header.latest_session_id:
             raise self.fail("latest_session_id does not name the last segment")
-        segments = [
-            _with_count(s, self.segment_counts[s.session_id]) for s in self.segments
-        ]
+        segments = [_with_count(s, self.segment_counts[s.session_id]) for s in self.segments]
         h = self.header
         return ChainRecords(
             key=SessionKeyRecord(

@@ -57,8 +57,7 @@ def apply_sqlite_migrations(conn: sqlite3.Connection) -> int:
     )
     known = load_migrations("sqlite")
     applied = {
-        row[0]: row[1]
-        for row in conn.execute("SELECT version, checksum FROM schema_migrations")
+        row[0]: row[1] for row in conn.execute("SELECT version, checksum FROM schema_migrations")
     }
     newest_known = known[-1].version if known else 0
     if applied and max(applied) > newest_known:

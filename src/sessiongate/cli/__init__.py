@@ -1,0 +1,1 @@
+"""The `sessiongate` command line."""

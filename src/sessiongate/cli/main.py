@@ -1,0 +1,153 @@
+"""`sessiongate` commands. Each opens the engine, does one thing and closes it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sessiongate.cli.demo import run_demo
+from sessiongate.config import ConfigError, Settings, load_settings
+from sessiongate.errors import SessionGateError
+from sessiongate.service.engine import Engine, build_engine
+from sessiongate.service.sessions import Caller
+
+app = typer.Typer(help="sessiongate: durable conversation sessions for AI assistants.",
+                  no_args_is_help=True, add_completion=False)
+config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
+sessions_app = typer.Typer(help="Inspect, export and import session keys.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+app.add_typer(sessions_app, name="sessions")
+
+console = Console()
+errors = Console(stderr=True)
+T = TypeVar("T")
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="TOML config file (default: $SESSIONGATE_CONFIG)."),
+]
+# The CLI runs on the operator's machine with full access to the database file, so it
+# acts as an administrator.
+OPERATOR = Caller("operator", admin=True)
+
+
+def _settings(config: Path | None) -> Settings:
+    try:
+        return load_settings(config)
+    except ConfigError as exc:
+        errors.print(f"[red]configuration error[/red]\n{exc}")
+        raise typer.Exit(2) from None
+
+
+def _with_engine(config: Path | None, action: Callable[[Engine], Awaitable[T]]) -> T:
+    settings = _settings(config)
+
+    async def run() -> T:
+        engine = build_engine(settings, config_dir=config.parent if config else None)
+        try:
+            return await action(engine)
+        finally:
+            await engine.aclose()
+
+    try:
+        return asyncio.run(run())
+    except (SessionGateError, ConfigError) as exc:
+        message = exc.message if isinstance(exc, SessionGateError) else str(exc)
+        errors.print(f"[red]error[/red]: {message}")
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def demo(
+    data_dir: Annotated[Path, typer.Option(help="Where to write demo.db.")] = Path("./data"),
+) -> None:
+    """Run a scripted conversation through the engine: rotations, chain, recall, revert."""
+    asyncio.run(run_demo(data_dir, console))
+
+
+@config_app.command("check")
+def config_check(config: ConfigOption = None) -> None:
+    """Validate the configuration and print it resolved, secrets masked."""
+    settings = _settings(config)
+    console.print_json(json.dumps(settings.model_dump(mode="json"), default=str))
+    console.print("[green]configuration is valid[/green]")
+
+
+@sessions_app.command("list")
+def sessions_list(config: ConfigOption = None) -> None:
+    """Every session key: latest segment, segment and message counts, last activity."""
+    keys = _with_engine(config, lambda e: e.sessions.list_keys(OPERATOR))
+    table = Table()
+    for column in ("key", "owner", "latest session_id", "segments", "messages", "last activity"):
+        table.add_column(column)
+    for k in keys:
+        table.add_row(k.key, k.owner, k.latest_session_id, str(k.segment_count),
+                      str(k.message_count), k.last_activity_at.isoformat(timespec="seconds"))
+    console.print(table)
+
+
+@sessions_app.command("show")
+def sessions_show(key: str, config: ConfigOption = None) -> None:
+    """One key's chain with the reason for every rotation."""
+    view = _with_engine(config, lambda e: e.sessions.show(key, OPERATOR))
+    console.print(f"[bold]{view.key.key}[/bold] owned by {view.key.owner}; "
+                  f"latest {view.latest.session_id}")
+    table = Table()
+    for column in ("session_id", "status", "created", "reason", "messages"):
+        table.add_column(column)
+    for segment in view.segments:
+        reason = segment.created_reason.value if segment.created_reason else "first"
+        table.add_row(segment.session_id, segment.status.value,
+                      segment.created_at.isoformat(timespec="seconds"), reason,
+                      str(segment.message_count))
+    console.print(table)
+
+
+@sessions_app.command("export")
+def sessions_export(
+    key: str,
+    config: ConfigOption = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+) -> None:
+    """Write the key's whole chain as JSON Lines (to stdout unless --output)."""
+
+    async def export(engine: Engine) -> list[str]:
+        return list(await engine.sessions.export(key, OPERATOR))
+
+    lines = _with_engine(config, export)
+    text = "".join(line + "\n" for line in lines)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        errors.print(f"wrote {len(lines)} lines to {output}")
+
+
+@sessions_app.command("import")
+def sessions_import(
+    file: Path,
+    config: ConfigOption = None,
+    owner: Annotated[str | None, typer.Option(help="Owner of the imported key.")] = None,
+) -> None:
+    """Read a JSON Lines export back; all or nothing."""
+    caller = Caller(owner) if owner else OPERATOR
+
+    async def do_import(engine: Engine) -> str:
+        with file.open("rb") as handle:
+            record = await engine.sessions.import_chain(handle, caller, keep_owner=owner is None)
+        return record.key
+
+    key = _with_engine(config, do_import)
+    console.print(f"imported {key}")
+
+
+if __name__ == "__main__":
+    app()

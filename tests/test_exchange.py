@@ -1,0 +1,103 @@
+"""Export and import of a key's chain as JSON Lines."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from sessiongate.core.clock import ManualClock
+from sessiongate.errors import ImportFormatError, KeyExists
+from sessiongate.service.engine import Engine
+from sessiongate.service.sessions import Caller
+from tests.conftest import ALICE
+from tests.helpers import collect
+
+KEY = "chat:alice"
+
+
+async def build_history(engine: Engine, clock: ManualClock) -> list[str]:
+    await collect(engine, "first segment about otters")
+    await collect(engine, "/new")
+    await collect(engine, "second segment about beavers")
+    clock.advance(timedelta(days=1))
+    await collect(engine, "third segment about badgers")
+    return list(await engine.sessions.export(KEY, ALICE))
+
+
+async def test_export_import_round_trip(engine: Engine, clock: ManualClock) -> None:
+    lines = await build_history(engine, clock)
+    kinds = [json.loads(line)["type"] for line in lines]
+    assert kinds[0] == "key" and kinds.count("segment") == 3 and kinds.count("rotation") == 2
+    await engine.sessions.delete(KEY, ALICE)
+    assert await engine.store.get_key(KEY) is None
+
+    record = await engine.sessions.import_chain(lines, Caller("carol"))
+    assert record.owner == "carol"
+    again = list(await engine.sessions.export(KEY, Caller("carol")))
+    strip = [json.loads(line) for line in again]
+    original = [json.loads(line) for line in lines]
+    original[0]["owner"] = "carol"
+    assert strip == original
+    # The imported chain obeys the live rules: archived segments stay immutable.
+    view = await engine.sessions.show(KEY, Caller("carol"))
+    assert [s.status.value for s in view.segments] == ["archived", "archived", "latest"]
+    events = await collect(engine, "a new turn after import", caller=Caller("carol"))
+    assert events[-1].type == "end"
+
+
+async def test_import_into_existing_key_is_refused(engine: Engine, clock: ManualClock) -> None:
+    lines = await build_history(engine, clock)
+    with pytest.raises(KeyExists):
+        await engine.sessions.import_chain(lines, ALICE)
+
+
+def mutate(lines: list[str], index: int, **changes: object) -> list[str]:
+    data = json.loads(lines[index])
+    data.update(changes)
+    copy = list(lines)
+    copy[index] = json.dumps(data)
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("breaker", "line", "fragment"),
+    [
+        (lambda ls: [*ls[:3], "{not json", *ls[3:]], 4, "line 4"),
+        (lambda ls: ls[1:], 1, "key header"),
+        (lambda ls: mutate(ls, 2, seq=7), 3, "out of order"),
+        (lambda ls: mutate(ls, 2, role="wizard"), 3, "role"),
+        (lambda ls: mutate(ls, 1, session_id="not-a-uuid"), 2, "UUIDv7"),
+        (lambda ls: mutate(ls, 0, key="bad key"), 1, "session key"),
+        (lambda ls: mutate(ls, 2, content=123), 3, "content"),
+        (lambda ls: mutate(ls, 2, unexpected=True), 3, "unexpected"),
+        (lambda ls: [*ls, ls[1]], None, "line"),
+        (lambda ls: [ls[0]], 2, "no segments"),
+        (lambda ls: [], 1, "empty"),
+    ],
+)
+async def test_broken_export_lines_name_the_line_and_write_nothing(
+    engine: Engine, clock: ManualClock, breaker: object, line: int | None, fragment: str
+) -> None:
+    lines = await build_history(engine, clock)
+    await engine.sessions.delete(KEY, ALICE)
+    broken = breaker(lines)  # type: ignore[operator]
+    with pytest.raises(ImportFormatError) as info:
+        await engine.sessions.import_chain(broken, ALICE)
+    if line is not None:
+        assert info.value.line == line
+        assert f"line {line}:" in info.value.message
+    assert fragment.lower() in info.value.message.lower()
+    assert engine.store.connection.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+    assert await engine.store.get_key(KEY) is None
+
+
+async def test_invalid_utf8_line_is_rejected(engine: Engine, clock: ManualClock) -> None:
+    lines = [line.encode() for line in await build_history(engine, clock)]
+    await engine.sessions.delete(KEY, ALICE)
+    lines[2] = b'{"type": "message", "content": "\xff\xfe"}'
+    with pytest.raises(ImportFormatError) as info:
+        await engine.sessions.import_chain(lines, ALICE)
+    assert info.value.line == 3
+    assert await engine.store.get_key(KEY) is None
