@@ -27,16 +27,31 @@ BOB = Caller("bob")
 
 @pytest.mark.parametrize(
     "key",
-    ["", "a" * 201, "has space", "slash/inside", "new\nline", "trailing\n", "émoji😀",
-     "semi;colon", "quote'", "nul\x00", None, 42, b"bytes"],
+    [
+        "",
+        "a" * 201,
+        "has space",
+        "slash/inside",
+        "new\nline",
+        "trailing\n",
+        "émoji😀",
+        "semi;colon",
+        "quote'",
+        "nul\x00",
+        None,
+        42,
+        b"bytes",
+    ],
 )
 def test_invalid_session_keys_are_rejected(key: object) -> None:
     with pytest.raises(InvalidSessionKey):
         validate_session_key(key)
 
 
-@pytest.mark.parametrize("key", ["a", "a" * 200, "agent:main:main", "mobile:codex:ipad-7",
-                                 "chat:alice@example.org", "x.y_z-1"])
+@pytest.mark.parametrize(
+    "key",
+    ["a", "a" * 200, "agent:main:main", "mobile:codex:ipad-7", "chat:alice@example.org", "x.y_z-1"],
+)
 def test_valid_session_keys_pass(key: str) -> None:
     assert validate_session_key(key) == key
 
@@ -49,9 +64,15 @@ async def assert_nothing_written(engine: Engine) -> None:
 
 @pytest.mark.parametrize(
     ("content", "error"),
-    [("", InvalidContent), ("   \n\t", InvalidContent), ("x" * 100_001, ContentTooLarge),
-     ("lone \ud800 surrogate", InvalidContent), ("nul \x00 byte", InvalidContent),
-     (None, InvalidContent), (["list"], InvalidContent)],
+    [
+        ("", InvalidContent),
+        ("   \n\t", InvalidContent),
+        ("x" * 100_001, ContentTooLarge),
+        ("lone \ud800 surrogate", InvalidContent),
+        ("nul \x00 byte", InvalidContent),
+        (None, InvalidContent),
+        (["list"], InvalidContent),
+    ],
 )
 async def test_bad_content_is_a_typed_error_and_writes_nothing(
     engine: Engine, content: object, error: type[Exception]
@@ -76,8 +97,13 @@ async def test_unknown_agent_is_not_found(engine: Engine) -> None:
 
 @pytest.mark.parametrize(
     "recall",
-    [RecallRequest("q", ""), RecallRequest("", "why"), RecallRequest("q", "why", limit=0),
-     RecallRequest("q" * 2001, "why"), RecallRequest("q", "why", limit=51)],
+    [
+        RecallRequest("q", ""),
+        RecallRequest("", "why"),
+        RecallRequest("q", "why", limit=0),
+        RecallRequest("q" * 2001, "why"),
+        RecallRequest("q", "why", limit=51),
+    ],
 )
 async def test_bad_recall_requests_are_rejected(engine: Engine, recall: RecallRequest) -> None:
     with pytest.raises(InvalidInput):
@@ -124,9 +150,7 @@ async def test_unknown_and_malformed_session_ids(engine: Engine) -> None:
     with pytest.raises(InvalidSessionId):
         await engine.sessions.messages("chat:alice", ALICE, "not-a-uuid")
     with pytest.raises(SegmentNotFound):
-        await engine.sessions.messages(
-            "chat:alice", ALICE, "01890000-0000-7000-8000-000000000000"
-        )
+        await engine.sessions.messages("chat:alice", ALICE, "01890000-0000-7000-8000-000000000000")
     with pytest.raises(InvalidInput):
         latest = (await engine.sessions.show("chat:alice", ALICE)).latest.session_id
         await engine.sessions.messages("chat:alice", ALICE, latest, limit=0)

@@ -26,9 +26,17 @@ BERLIN = ZoneInfo("Europe/Berlin")
 
 def segment(created: datetime, last: datetime | None = None, count: int = 2) -> Segment:
     return Segment(
-        session_id="s", key="k", status=SegmentStatus.LATEST, created_at=created,
-        archived_at=None, parent_ids=(), continues=(), cleared_after_seq=0,
-        context_started_at=created, message_count=count, last_activity_at=last or created,
+        session_id="s",
+        key="k",
+        status=SegmentStatus.LATEST,
+        created_at=created,
+        archived_at=None,
+        parent_ids=(),
+        continues=(),
+        cleared_after_seq=0,
+        context_started_at=created,
+        message_count=count,
+        last_activity_at=last or created,
         created_reason=None,
     )
 
@@ -171,8 +179,9 @@ def test_semantic_disabled_or_legacy_never_rotates() -> None:
 
 def test_semantic_cooldown_is_not_shortened_by_a_backwards_clock() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    p = policy(semantic=SemanticPolicy(enabled=True, min_messages=0,
-                                        cooldown=timedelta(minutes=10)))
+    p = policy(
+        semantic=SemanticPolicy(enabled=True, min_messages=0, cooldown=timedelta(minutes=10))
+    )
     last = now + timedelta(hours=1)  # the last rotation is "in the future"
     assert semantic_action(1.0, "j", segment(now), now, p, last) is None
     assert semantic_action(1.0, "j", segment(now), now, p, now - timedelta(minutes=10)) is not None
@@ -183,8 +192,12 @@ def test_semantic_cooldown_is_not_shortened_by_a_backwards_clock() -> None:
 
 @pytest.mark.parametrize(
     ("text", "rest"),
-    [("/new", ""), ("  /new  ", ""), ("/new hello there", "hello there"),
-     ("/new\nmulti\nline", "multi\nline")],
+    [
+        ("/new", ""),
+        ("  /new  ", ""),
+        ("/new hello there", "hello there"),
+        ("/new\nmulti\nline", "multi\nline"),
+    ],
 )
 def test_parse_new_command_recognises_new(text: str, rest: str) -> None:
     command = parse_new_command(text)

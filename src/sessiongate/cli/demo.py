@@ -55,8 +55,11 @@ async def _say(
             console.print(
                 f"  [yellow]rotation[/yellow] {event.reason}: "
                 f"{_short(event.from_session_id)} → {_short(event.to_session_id)}"
-                + (f" (confidence {event.confidence:.2f} by {event.deciding_model})"
-                   if event.confidence is not None else "")
+                + (
+                    f" (confidence {event.confidence:.2f} by {event.deciding_model})"
+                    if event.confidence is not None
+                    else ""
+                )
             )
         elif isinstance(event, TokenEvent):
             reply.append(event.content)
@@ -99,7 +102,8 @@ async def _script(engine: Engine, clock: ManualClock, console: Console) -> None:
     sources = sorted({_short(m.source.split(":")[0]) for m in preview.messages})
     console.print(
         f"  context for the next turn: {len(preview.messages)} messages from segments "
-        + " + ".join(sources) + " (the split is healed; nothing was copied or rewritten)"
+        + " + ".join(sources)
+        + " (the split is healed; nothing was copied or rewritten)"
     )
 
     console.rule("6. Crossing the 04:00 day boundary (Europe/Berlin)")
@@ -116,7 +120,9 @@ async def _script(engine: Engine, clock: ManualClock, console: Console) -> None:
             f"score {fragment.score:.2f}: {escape(fragment.content[:70])!r}"
         )
     await _say(
-        engine, console, "Please remind me of the storage unit code.",
+        engine,
+        console,
+        "Please remind me of the storage unit code.",
         recall=RecallRequest("storage unit code", "the user asks for a code given earlier"),
     )
     latest = (await engine.sessions.show(DEMO_KEY, DEMO_USER)).latest

@@ -19,8 +19,11 @@ from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller
 
-app = typer.Typer(help="sessiongate: durable conversation sessions for AI assistants.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="sessiongate: durable conversation sessions for AI assistants.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 sessions_app = typer.Typer(help="Inspect, export and import session keys.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
@@ -89,8 +92,14 @@ def sessions_list(config: ConfigOption = None) -> None:
     for column in ("key", "owner", "latest session_id", "segments", "messages", "last activity"):
         table.add_column(column)
     for k in keys:
-        table.add_row(k.key, k.owner, k.latest_session_id, str(k.segment_count),
-                      str(k.message_count), k.last_activity_at.isoformat(timespec="seconds"))
+        table.add_row(
+            k.key,
+            k.owner,
+            k.latest_session_id,
+            str(k.segment_count),
+            str(k.message_count),
+            k.last_activity_at.isoformat(timespec="seconds"),
+        )
     console.print(table)
 
 
@@ -98,16 +107,21 @@ def sessions_list(config: ConfigOption = None) -> None:
 def sessions_show(key: str, config: ConfigOption = None) -> None:
     """One key's chain with the reason for every rotation."""
     view = _with_engine(config, lambda e: e.sessions.show(key, OPERATOR))
-    console.print(f"[bold]{view.key.key}[/bold] owned by {view.key.owner}; "
-                  f"latest {view.latest.session_id}")
+    console.print(
+        f"[bold]{view.key.key}[/bold] owned by {view.key.owner}; latest {view.latest.session_id}"
+    )
     table = Table()
     for column in ("session_id", "status", "created", "reason", "messages"):
         table.add_column(column)
     for segment in view.segments:
         reason = segment.created_reason.value if segment.created_reason else "first"
-        table.add_row(segment.session_id, segment.status.value,
-                      segment.created_at.isoformat(timespec="seconds"), reason,
-                      str(segment.message_count))
+        table.add_row(
+            segment.session_id,
+            segment.status.value,
+            segment.created_at.isoformat(timespec="seconds"),
+            reason,
+            str(segment.message_count),
+        )
     console.print(table)
 
 

@@ -1,0 +1,75 @@
+"""The command line, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SESSIONGATE = [sys.executable, "-m", "sessiongate.cli.main"]
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # A wide terminal so rich does not wrap the lines the assertions look for.
+    env = {**os.environ, "COLUMNS": "250"}
+    env.pop("SESSIONGATE_CONFIG", None)
+    return subprocess.run(
+        [*SESSIONGATE, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+
+
+def test_demo_shows_every_rotation_and_recall(tmp_path: Path) -> None:
+    result = run("demo", "--data-dir", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for reason in ("manual", "idle", "semantic", "revert", "day_boundary"):
+        assert f"rotation {reason}" in out
+    assert "4812" in out and "the user asks for a code given earlier" in out
+    assert (tmp_path / "demo.db").exists()
+
+
+def test_sessions_export_and_import_round_trip(tmp_path: Path) -> None:
+    assert run("demo", "--data-dir", str(tmp_path), cwd=tmp_path).returncode == 0
+    config = tmp_path / "sg.toml"
+    config.write_text(f'database.url = "sqlite:///{tmp_path / "demo.db"}"\n', encoding="utf-8")
+    listed = run("sessions", "list", "--config", str(config), cwd=tmp_path)
+    assert "agent:main:main" in listed.stdout
+    exported = run("sessions", "export", "agent:main:main", "--config", str(config), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    lines = exported.stdout.splitlines()
+    assert json.loads(lines[0])["key"] == "agent:main:main"
+
+    other = tmp_path / "other.toml"
+    other.write_text(f'database.url = "sqlite:///{tmp_path / "copy.db"}"\n', encoding="utf-8")
+    dump = tmp_path / "chain.jsonl"
+    dump.write_text(exported.stdout, encoding="utf-8")
+    imported = run("sessions", "import", str(dump), "--config", str(other), cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    shown = run("sessions", "show", "agent:main:main", "--config", str(other), cwd=tmp_path)
+    assert "day_boundary" in shown.stdout and "revert" in shown.stdout
+
+
+def test_config_check_reports_bad_fields(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[lifecycle]\ntimezone = "Nowhere/Land"\n', encoding="utf-8")
+    result = run("config", "check", "--config", str(bad), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "lifecycle.timezone" in result.stderr
+    good = run("config", "check", cwd=tmp_path)
+    assert good.returncode == 0 and "configuration is valid" in good.stdout
+
+
+def test_unknown_key_is_a_clean_error(tmp_path: Path) -> None:
+    config = tmp_path / "sg.toml"
+    config.write_text(f'data_dir = "{tmp_path}"\n', encoding="utf-8")
+    result = run("sessions", "show", "no:such:key", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 1
+    assert "no session with key" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,151 @@
+"""The SQLite adapter: migrations, the latest pointer, erasure, WAL."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from sessiongate.core.clock import ManualClock
+from sessiongate.core.ids import IdGenerator, is_session_id
+from sessiongate.core.segments import RotationReason
+from sessiongate.errors import Conflict, KeyExists, SessionNotFound
+from sessiongate.store.migrations import MigrationError, apply_sqlite_migrations
+from sessiongate.store.sqlite import SQLiteStore
+
+NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def ids() -> IdGenerator:
+    return IdGenerator(ManualClock(NOW))
+
+
+async def test_open_uses_wal_and_records_schema_version(tmp_path: Path) -> None:
+    store = SQLiteStore.open(tmp_path / "a.db")
+    db = store.connection
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    versions = [r[0] for r in db.execute("SELECT version FROM schema_migrations")]
+    assert versions == [1]
+    await store.close()
+    reopened = SQLiteStore.open(tmp_path / "a.db")  # idempotent
+    assert [r[0] for r in reopened.connection.execute("SELECT version FROM schema_migrations")] == [
+        1
+    ]
+    await reopened.close()
+
+
+def test_edited_migration_is_detected(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "b.db", isolation_level=None)
+    apply_sqlite_migrations(db)
+    db.execute("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1")
+    with pytest.raises(MigrationError, match="changed after"):
+        apply_sqlite_migrations(db)
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
+    apply_sqlite_migrations(db)
+    db.execute("INSERT INTO schema_migrations VALUES (99, 'future', 'x', 0)")
+    with pytest.raises(MigrationError, match="newer"):
+        apply_sqlite_migrations(db)
+
+
+async def test_time_sortable_ids_stay_ordered_within_a_millisecond(ids: IdGenerator) -> None:
+    made = [ids.new() for _ in range(5000)]
+    assert made == sorted(made)
+    assert len(set(made)) == len(made)
+    assert all(is_session_id(i) for i in made[:10])
+
+
+async def test_key_pointer_cannot_be_doubled_or_dropped(tmp_path: Path, ids: IdGenerator) -> None:
+    store = SQLiteStore.open(tmp_path / "d.db")
+    _, s1 = await store.create_key("k", "alice", ids.new(), NOW)
+    with pytest.raises(KeyExists):
+        await store.create_key("k", "alice", ids.new(), NOW)
+    raw = sqlite3.connect(store.path)
+    for sql in (
+        "UPDATE session_keys SET latest_session_id = NULL",
+        "DELETE FROM session_keys",
+        "INSERT INTO session_keys (key, owner, latest_session_id, created_at)"
+        f" VALUES ('k2', 'bob', '{s1.session_id}', 0)",
+        "UPDATE session_keys SET owner = 'mallory'",
+    ):
+        with pytest.raises(sqlite3.DatabaseError):
+            raw.execute(sql)
+        raw.rollback()
+    raw.close()
+    with pytest.raises(Conflict):
+        await store.rotate(
+            "k",
+            expected_latest="stale",
+            new_session_id=ids.new(),
+            reason=RotationReason.MANUAL,
+            now=NOW,
+        )
+    await store.close()
+
+
+async def test_erasure_removes_the_whole_chain_and_only_it(
+    tmp_path: Path, ids: IdGenerator
+) -> None:
+    store = SQLiteStore.open(tmp_path / "e.db")
+    for key in ("a", "b"):
+        _, seg = await store.create_key(key, "alice", ids.new(), NOW)
+        from sessiongate.core.segments import Role
+
+        await store.append_message(seg.session_id, role=Role.USER, content=f"hi {key}", now=NOW)
+        await store.rotate(
+            key,
+            expected_latest=seg.session_id,
+            new_session_id=ids.new(),
+            reason=RotationReason.MANUAL,
+            now=NOW,
+        )
+    await store.delete_key("a")
+    db = store.connection
+    assert db.execute("SELECT COUNT(*) FROM segments WHERE key = 'a'").fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM rotations WHERE key = 'a'").fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM erasures").fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 1
+    assert [f.content for f in await store.recall("b", "hi", rationale="r")] == ["hi b"]
+    with pytest.raises(SessionNotFound):
+        await store.delete_key("a")
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    await store.close()
+
+
+async def test_recall_searches_only_archived_segments_of_the_same_key(
+    tmp_path: Path, ids: IdGenerator
+) -> None:
+    from sessiongate.core.segments import Role
+
+    store = SQLiteStore.open(tmp_path / "f.db")
+    _, a1 = await store.create_key("a", "alice", ids.new(), NOW)
+    await store.append_message(a1.session_id, role=Role.USER, content="walrus archived", now=NOW)
+    a2, _ = await store.rotate(
+        "a",
+        expected_latest=a1.session_id,
+        new_session_id=ids.new(),
+        reason=RotationReason.MANUAL,
+        now=NOW,
+    )
+    await store.append_message(a2.session_id, role=Role.USER, content="walrus latest", now=NOW)
+    _, b1 = await store.create_key("b", "bob", ids.new(), NOW)
+    await store.append_message(b1.session_id, role=Role.USER, content="walrus bob", now=NOW)
+    await store.rotate(
+        "b",
+        expected_latest=b1.session_id,
+        new_session_id=ids.new(),
+        reason=RotationReason.MANUAL,
+        now=NOW,
+    )
+    found = await store.recall("a", 'walrus" OR *', rationale="testing")
+    assert [(f.content, f.session_id, f.rationale) for f in found] == [
+        ("walrus archived", a1.session_id, "testing")
+    ]
+    assert found[0].score > 0
+    await store.close()
