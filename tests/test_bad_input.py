@@ -151,8 +151,8 @@ async def test_unknown_and_malformed_session_ids(engine: Engine) -> None:
         await engine.sessions.messages("chat:alice", ALICE, "not-a-uuid")
     with pytest.raises(SegmentNotFound):
         await engine.sessions.messages("chat:alice", ALICE, "01890000-0000-7000-8000-000000000000")
+    latest = (await engine.sessions.show("chat:alice", ALICE)).latest.session_id
     with pytest.raises(InvalidInput):
-        latest = (await engine.sessions.show("chat:alice", ALICE)).latest.session_id
         await engine.sessions.messages("chat:alice", ALICE, latest, limit=0)
 
 

@@ -136,18 +136,13 @@ async def test_client_that_stops_listening_loses_nothing(
         assert first.type == "start"
         await stream.aclose()  # the client goes away mid-stream
         gate.set()
-        await asyncio.wait_for(_until_idle(engine), 5)
+        await asyncio.wait_for(engine.turns.drain(), 5)
         assert await messages(engine) == [
             ("user", "question", "complete"),
             ("assistant", "the whole answer", "complete"),
         ]
     finally:
         await engine.aclose()
-
-
-async def _until_idle(engine: Engine) -> None:
-    while engine.turns._running:
-        await asyncio.sleep(0.01)
 
 
 async def test_bare_new_ends_without_calling_the_model(

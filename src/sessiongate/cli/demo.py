@@ -21,10 +21,16 @@ DEMO_KEY = "agent:main:main"
 DEMO_USER = Caller("demo")
 
 
-async def run_demo(data_dir: Path, console: Console) -> Path:
+def fresh_demo_database(data_dir: Path) -> Path:
+    """The demo always starts from an empty file."""
     db_path = data_dir / "demo.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    return db_path
+
+
+async def run_demo(db_path: Path, console: Console) -> Path:
+    data_dir = db_path.parent
     settings = Settings(
         data_dir=data_dir,
         database={"url": f"sqlite:///{db_path}"},
@@ -92,7 +98,7 @@ async def _script(engine: Engine, clock: ManualClock, console: Console) -> None:
     await _say(engine, console, "Which pastries should I try there?")
 
     console.rule("5. That split was a misfire: revert it")
-    segment, record = await engine.sessions.revert(DEMO_KEY, DEMO_USER)
+    segment, _ = await engine.sessions.revert(DEMO_KEY, DEMO_USER)
     console.print(
         f"  [yellow]rotation[/yellow] revert: continuation {_short(segment.session_id)} continues "
         + " + ".join(_short(s) for s in segment.continues)

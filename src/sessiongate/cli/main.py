@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sessiongate.cli.demo import run_demo
+from sessiongate.cli.demo import fresh_demo_database, run_demo
 from sessiongate.config import ConfigError, Settings, load_settings
 from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine, build_engine
@@ -73,7 +73,7 @@ def demo(
     data_dir: Annotated[Path, typer.Option(help="Where to write demo.db.")] = Path("./data"),
 ) -> None:
     """Run a scripted conversation through the engine: rotations, chain, recall, revert."""
-    asyncio.run(run_demo(data_dir, console))
+    asyncio.run(run_demo(fresh_demo_database(data_dir), console))
 
 
 @config_app.command("check")

@@ -144,6 +144,11 @@ class TurnService:
         task.add_done_callback(self._running.discard)
         return handle
 
+    async def drain(self) -> None:
+        """Wait until every running turn has ended (for graceful shutdown and tests)."""
+        while self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+
     async def aclose(self) -> None:
         """Cancel running turns (their partial replies are kept as `interrupted`)."""
         for task in list(self._running):
