@@ -38,6 +38,15 @@ class _Section(BaseModel):
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
+    #: A WebSocket must send its API key as the first frame within this time.
+    ws_auth_timeout: Duration = timedelta(seconds=10)
+
+
+class CompatConfig(_Section):
+    """The agents behind seed 001's two WebSocket endpoints."""
+
+    claude_agent: str = "main"
+    codex_agent: str = "main"
 
 
 class DatabaseConfig(_Section):
@@ -131,6 +140,7 @@ class Settings(BaseSettings):
     models: dict[str, ModelConfig] = {}
     agents: dict[str, AgentConfig] = {}
     limits: LimitsConfig = LimitsConfig()
+    compat: CompatConfig = CompatConfig()
 
     @classmethod
     def settings_customise_sources(

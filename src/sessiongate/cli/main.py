@@ -26,7 +26,9 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 sessions_app = typer.Typer(help="Inspect, export and import session keys.", no_args_is_help=True)
+users_app = typer.Typer(help="Manage users and API keys.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+app.add_typer(users_app, name="users")
 app.add_typer(sessions_app, name="sessions")
 
 console = Console()
@@ -69,11 +71,89 @@ def _with_engine(config: Path | None, action: Callable[[Engine], Awaitable[T]]) 
 
 
 @app.command()
+def serve(
+    config: ConfigOption = None,
+    host: Annotated[str | None, typer.Option(help="Overrides server.host.")] = None,
+    port: Annotated[int | None, typer.Option(help="Overrides server.port.")] = None,
+) -> None:
+    """Run the gateway: REST + SSE, OpenAI-compatible API and WebSockets."""
+    import uvicorn
+
+    from sessiongate.api.app import create_app
+    from sessiongate.logs import configure_logging
+
+    settings = _settings(config)
+    configure_logging()
+    try:
+        engine = build_engine(settings, config_dir=config.parent if config else None)
+    except ConfigError as exc:
+        errors.print(f"[red]configuration error[/red]\n{exc}")
+        raise typer.Exit(2) from None
+    bootstrap = asyncio.run(_bootstrap_admin(engine))
+    if bootstrap:
+        console.print(
+            "No users yet, so a primary admin user [bold]admin[/bold] was created. "
+            "Its API key (shown once, store it now):"
+        )
+        console.print(bootstrap, markup=False, highlight=False, soft_wrap=True)
+    uvicorn.run(
+        create_app(engine),
+        host=host or settings.server.host,
+        port=port if port is not None else settings.server.port,
+        log_level="info",
+        ws_max_size=settings.limits.max_body_bytes,
+    )
+
+
+async def _bootstrap_admin(engine: Engine) -> str | None:
+    if await engine.users.users.list_users():
+        return None
+    _, key = await engine.users.add("admin", primary=True, admin=True)
+    return key
+
+
+@app.command()
 def demo(
     data_dir: Annotated[Path, typer.Option(help="Where to write demo.db.")] = Path("./data"),
 ) -> None:
     """Run a scripted conversation through the engine: rotations, chain, recall, revert."""
     asyncio.run(run_demo(fresh_demo_database(data_dir), console))
+
+
+@users_app.command("add")
+def users_add(
+    name: str,
+    primary: Annotated[bool, typer.Option("--primary", help="Routes to agent:main:main.")] = False,
+    admin: Annotated[bool, typer.Option("--admin", help="May read every session.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Create a user and print its API key once, alone on the last line."""
+
+    async def add(engine: Engine) -> str:
+        _, key = await engine.users.add(name, primary=primary, admin=admin)
+        return key
+
+    key = _with_engine(config, add)
+    roles = ", ".join(r for r, on in (("primary", primary), ("admin", admin)) if on) or "user"
+    console.print(f"created {name} ({roles}); the key is shown only now:")
+    print(key)
+
+
+@app.command()
+def chat(
+    url: Annotated[str, typer.Option(help="The gateway's base URL.")] = "http://127.0.0.1:8080",
+    key: Annotated[str | None, typer.Option(help="Session key (default: your route).")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="SESSIONGATE_API_KEY", help="Your API key.")
+    ] = None,
+) -> None:
+    """A terminal client: streams replies, shows rotations; `/new` starts a new segment."""
+    from sessiongate.cli.chat import run_chat
+
+    if not api_key:
+        errors.print("[red]error[/red]: pass --api-key or set SESSIONGATE_API_KEY")
+        raise typer.Exit(2)
+    raise typer.Exit(run_chat(url, api_key, key, console))
 
 
 @config_app.command("check")

@@ -16,7 +16,9 @@ from sessiongate.service.agents import build_profiles
 from sessiongate.service.locks import KeyLocks
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.turns import TurnService
+from sessiongate.service.users import UserService
 from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.sqlite_users import SQLiteUserStore
 
 
 @dataclass(slots=True)
@@ -24,6 +26,8 @@ class Engine:
     store: SQLiteStore
     sessions: SessionService
     turns: TurnService
+    users: UserService
+    settings: Settings
 
     async def aclose(self) -> None:
         await self.turns.aclose()
@@ -67,4 +71,6 @@ def build_engine(
         KeyLocks(),
         max_content_chars=settings.limits.max_content_chars,
     )
-    return Engine(store, sessions, TurnService(sessions, agents, registry, judges))
+    turns = TurnService(sessions, agents, registry, judges)
+    users = UserService(SQLiteUserStore(store), clock)
+    return Engine(store, sessions, turns, users, settings)

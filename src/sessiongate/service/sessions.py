@@ -7,10 +7,11 @@ with a turn on the same key.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from sessiongate.config import parse_day_boundary
 from sessiongate.core.clock import Clock
 from sessiongate.core.ids import IdGenerator, is_session_id
 from sessiongate.core.keys import validate_session_key
@@ -24,6 +25,7 @@ from sessiongate.core.segments import (
     Segment,
     SessionKeyRecord,
 )
+from sessiongate.durations import parse_optional_duration
 from sessiongate.errors import (
     InvalidInput,
     InvalidSessionId,
@@ -94,6 +96,37 @@ class SessionService:
             raise SessionNotFound(f"no session with key {key!r}")
         return record
 
+    async def check_writable(self, key: str, caller: Caller) -> None:
+        """Fail early (before a stream starts) when `key` belongs to someone else."""
+        validate_session_key(key)
+        record = await self.store.get_key(key)
+        if record is not None and record.owner != caller.name:
+            raise SessionNotFound(f"no session with key {key!r}")
+
+    def policy_for(self, record: SessionKeyRecord) -> LifecyclePolicy:
+        """The global lifecycle policy with this key's overrides applied."""
+        return apply_lifecycle_overrides(self.policy, record.overrides.get("lifecycle") or {})
+
+    async def set_overrides(
+        self, key: str, caller: Caller, changes: dict[str, Any]
+    ) -> SessionKeyRecord:
+        """Merge `changes` into the key's overrides; a None value removes that override."""
+        async with self.locks.hold(key):
+            record = await self.owned_key(key, caller, write=True)
+            merged = dict(record.overrides)
+            for name, value in changes.items():
+                if value is None:
+                    merged.pop(name, None)
+                elif name == "lifecycle":
+                    current = dict(merged.get("lifecycle") or {})
+                    current.update(value)
+                    lifecycle = {k: v for k, v in current.items() if v is not None}
+                    apply_lifecycle_overrides(self.policy, lifecycle)  # validates
+                    merged["lifecycle"] = lifecycle
+                else:
+                    merged[name] = value
+            return await self.store.set_overrides(key, merged)
+
     async def open_key(self, key: str, caller: Caller) -> tuple[SessionKeyRecord, Segment]:
         """Resolve a key for writing, creating it (with its first segment) when new."""
         validate_session_key(key)
@@ -134,7 +167,10 @@ class SessionService:
             _, segment = await self.open_key(key, caller)
             if not existed:
                 return segment, None
-            return await self.apply(key, segment, manual_action(self.policy), self.clock.now())
+            record = await self.store.get_key(key)
+            assert record is not None
+            action = manual_action(self.policy_for(record))
+            return await self.apply(key, segment, action, self.clock.now())
 
     async def revert(self, key: str, caller: Caller) -> tuple[Segment, RotationRecord]:
         """Undo the last semantic rotation: a continuation segment whose thread is the
@@ -231,6 +267,27 @@ class SessionService:
             if record is None or (record.owner != caller.name and not caller.admin):
                 raise SessionNotFound(f"no session with key {key!r}")
             await self.store.delete_key(key)
+
+
+def apply_lifecycle_overrides(
+    policy: LifecyclePolicy, overrides: dict[str, Any]
+) -> LifecyclePolicy:
+    """Per-key lifecycle overrides: idle_window, day_boundary, semantic_enabled,
+    semantic_threshold. Raises InvalidInput naming the bad field."""
+    try:
+        result = policy
+        if "idle_window" in overrides:
+            result = replace(result, idle_window=parse_optional_duration(overrides["idle_window"]))
+        if "day_boundary" in overrides:
+            result = replace(result, day_boundary=parse_day_boundary(overrides["day_boundary"]))
+        semantic = result.semantic
+        if "semantic_enabled" in overrides:
+            semantic = replace(semantic, enabled=bool(overrides["semantic_enabled"]))
+        if "semantic_threshold" in overrides:
+            semantic = replace(semantic, threshold=float(overrides["semantic_threshold"]))
+        return replace(result, semantic=semantic)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput(f"lifecycle override: {exc}", code="invalid_override") from None
 
 
 def validate_recall(query: object, rationale: object, limit: object) -> None:

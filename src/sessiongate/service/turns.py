@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -35,6 +36,7 @@ from sessiongate.core.events import (
 from sessiongate.core.keys import validate_session_key
 from sessiongate.core.rotation import (
     LifecycleAction,
+    LifecyclePolicy,
     manual_action,
     parse_new_command,
     semantic_action,
@@ -80,6 +82,21 @@ class InboundTurn:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """How a turn ended, for metrics and hooks."""
+
+    agent: str
+    status: str  # complete | interrupted | failed | command
+    seconds: float
+    model: str | None = None
+    first_token_seconds: float | None = None
+    error_code: str | None = None
+
+
+TurnListener = Callable[[TurnOutcome], None]
+
+
 class TurnHandle:
     """A running turn. Its events can be read once; the turn does not depend on it."""
 
@@ -87,9 +104,19 @@ class TurnHandle:
         self.turn_id = turn_id
         self._queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
+        self.status = "failed"
+        self.model: str | None = None
+        self.first_token_seconds: float | None = None
+        self.error_code: str | None = None
 
     def emit(self, event: TurnEvent) -> None:
+        if isinstance(event, EndEvent):
+            self.status = event.status if event.message_id else "command"
         self._queue.put_nowait(event)
+
+    def fail(self, code: str, message: str) -> None:
+        self.error_code = code
+        self._queue.put_nowait(ErrorEvent(code, message))
 
     def close(self) -> None:
         self._queue.put_nowait(None)
@@ -121,6 +148,15 @@ class TurnService:
         self.models = models
         self.judges = judges
         self._running: set[asyncio.Task[None]] = set()
+        self._listeners: list[TurnListener] = []
+
+    def on_turn(self, listener: TurnListener) -> None:
+        """Called once per finished turn (metrics, hooks)."""
+        self._listeners.append(listener)
+
+    def _finished(self, outcome: TurnOutcome) -> None:
+        for listener in self._listeners:
+            listener(outcome)
 
     # -- public -----------------------------------------------------------------
 
@@ -167,19 +203,30 @@ class TurnService:
     # -- the turn ---------------------------------------------------------------
 
     async def _run(self, inbound: InboundTurn, agent: AgentProfile, handle: TurnHandle) -> None:
+        started = time.perf_counter()
         try:
             async with self.sessions.locks.hold(inbound.key):
                 await self._locked_turn(inbound, agent, handle)
         except SessionGateError as exc:
-            handle.emit(ErrorEvent(exc.code, exc.message))
+            handle.fail(exc.code, exc.message)
         except asyncio.CancelledError:
-            handle.emit(ErrorEvent("turn_cancelled", "the turn was cancelled"))
+            handle.fail("turn_cancelled", "the turn was cancelled")
             raise
         except Exception as exc:  # a bug must still end the stream, never hang it
-            handle.emit(ErrorEvent("internal_error", f"{type(exc).__name__}: turn failed"))
+            handle.fail("internal_error", f"{type(exc).__name__}: turn failed")
             raise
         finally:
             handle.close()
+            self._finished(
+                TurnOutcome(
+                    agent=agent.name,
+                    status=handle.status,
+                    seconds=time.perf_counter() - started,
+                    model=handle.model,
+                    first_token_seconds=handle.first_token_seconds,
+                    error_code=handle.error_code,
+                )
+            )
 
     async def _locked_turn(
         self, inbound: InboundTurn, agent: AgentProfile, handle: TurnHandle
@@ -190,17 +237,18 @@ class TurnService:
         content = inbound.content
         rotations: list[RotationRecord] = []
 
+        policy = sessions.policy_for(record)
         command = parse_new_command(content)
         if command is not None:
             segment, rotation = await sessions.apply(
-                record.key, segment, manual_action(sessions.policy), now
+                record.key, segment, manual_action(policy), now
             )
             rotations.append(rotation)
             content = command.rest
         else:
-            action = temporal_action(segment, now, sessions.policy)
+            action = temporal_action(segment, now, policy)
             if action is None:
-                action = await self._semantic_decision(record, agent, segment, content, now)
+                action = await self._semantic_decision(record, agent, segment, content, now, policy)
             if action is not None:
                 segment, rotation = await sessions.apply(record.key, segment, action, now)
                 rotations.append(rotation)
@@ -249,8 +297,8 @@ class TurnService:
         segment: Segment,
         content: str,
         now: datetime,
+        policy: LifecyclePolicy,
     ) -> LifecycleAction | None:
-        policy = self.sessions.policy
         if not semantic_eligible(segment, now, policy, record.last_semantic_rotation_at):
             return None
         # The reply model is deliberately not consulted here (lifecycle contract §5).
@@ -306,10 +354,14 @@ class TurnService:
                 continue
             parts: list[str] = []
             usage = Usage()
+            handle.model = name
+            asked = time.perf_counter()
             try:
                 async for chunk in model.stream(wire):
                     if isinstance(chunk, TextDelta):
                         if chunk.text:
+                            if not parts:
+                                handle.first_token_seconds = time.perf_counter() - asked
                             parts.append(chunk.text)
                             handle.emit(TokenEvent(chunk.text))
                     else:
@@ -321,6 +373,7 @@ class TurnService:
                 continue
             except asyncio.CancelledError:
                 if parts:
+                    handle.status = "interrupted"
                     await store.append_message(
                         segment.session_id,
                         role=Role.ASSISTANT,
@@ -349,7 +402,7 @@ class TurnService:
             handle.emit(EndEvent(message.message_id, message.seq, usage.to_dict()))
             return
         assert last_error is not None
-        handle.emit(ErrorEvent(last_error.code, last_error.message))
+        handle.fail(last_error.code, last_error.message)
 
 
 def _rotation_event(record: RotationRecord) -> RotationEvent:

@@ -81,7 +81,7 @@ class SQLiteStore:
         return self._conn
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield self._conn
@@ -246,7 +246,7 @@ class SQLiteStore:
         self, key: str, owner: str, session_id: str, now: datetime
     ) -> tuple[SessionKeyRecord, Segment]:
         at = to_micros(now)
-        with self._tx() as db:
+        with self.transaction() as db:
             if db.execute("SELECT 1 FROM session_keys WHERE key = ?", (key,)).fetchone():
                 raise KeyExists(f"session key {key!r} already exists")
             insert_segment(db, session_id, key, at, (), (), None)
@@ -274,7 +274,7 @@ class SQLiteStore:
         extra_parents: Sequence[str] = (),
     ) -> tuple[Segment, RotationRecord]:
         at = to_micros(now)
-        with self._tx() as db:
+        with self.transaction() as db:
             check_latest(db, key, expected_latest)
             parents = (expected_latest, *extra_parents)
             db.execute(
@@ -308,7 +308,7 @@ class SQLiteStore:
         self, key: str, *, expected_latest: str, reason: RotationReason, now: datetime
     ) -> tuple[Segment, RotationRecord]:
         at = to_micros(now)
-        with self._tx() as db:
+        with self.transaction() as db:
             check_latest(db, key, expected_latest)
             db.execute(
                 "UPDATE segments SET cleared_after_seq = message_count, context_started_at = ?"
@@ -333,7 +333,7 @@ class SQLiteStore:
     ) -> Message:
         at = to_micros(now)
         meta = dumps(metadata or {})
-        with self._tx() as db:
+        with self.transaction() as db:
             row = db.execute(
                 "SELECT message_count FROM segments WHERE session_id = ?", (session_id,)
             ).fetchone()
@@ -353,7 +353,7 @@ class SQLiteStore:
         return Message(session_id, seq, role, content, status, from_micros(at), metadata or {})
 
     async def set_overrides(self, key: str, overrides: dict[str, Any]) -> SessionKeyRecord:
-        with self._tx() as db:
+        with self.transaction() as db:
             cursor = db.execute(
                 "UPDATE session_keys SET overrides = ? WHERE key = ?", (dumps(overrides), key)
             )
@@ -364,7 +364,7 @@ class SQLiteStore:
         return record
 
     async def delete_key(self, key: str) -> None:
-        with self._tx() as db:
+        with self.transaction() as db:
             if not db.execute("SELECT 1 FROM session_keys WHERE key = ?", (key,)).fetchone():
                 raise SessionNotFound(f"no session with key {key!r}")
             db.execute("INSERT INTO erasures (key) VALUES (?)", (key,))
@@ -402,7 +402,7 @@ class SQLiteStore:
         return ChainRecords(record, segments, messages, rotations)
 
     async def import_chain(self, records: ChainRecords) -> None:
-        with self._tx() as db:
+        with self.transaction() as db:
             replay_chain(db, records)
 
     async def integrity_check(self) -> str:

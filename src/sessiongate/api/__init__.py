@@ -1,0 +1,1 @@
+"""Transports: HTTP (REST + SSE, OpenAI-compatible), WebSocket, seed-client routes."""

@@ -1,0 +1,42 @@
+"""Bearer-key authentication for HTTP and the first-frame key for WebSockets."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from sessiongate.core.users import User
+from sessiongate.errors import SessionGateError
+from sessiongate.service.engine import Engine
+from sessiongate.service.sessions import Caller
+
+
+class Unauthorized(SessionGateError):
+    code = "unauthorized"
+    status = 401
+
+
+async def current_user(request: Request) -> User:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("send your API key as `Authorization: Bearer <key>`")
+    engine: Engine = request.app.state.engine
+    user = await engine.users.authenticate(token.strip())
+    if user is None:
+        raise Unauthorized("the API key is not valid", code="invalid_api_key")
+    request.state.user = user
+    return user
+
+
+CurrentUser = Annotated[User, Depends(current_user)]
+
+
+def caller_for(user: User) -> Caller:
+    return Caller(user.name, admin=user.admin)
+
+
+def route_key(user: User) -> str:
+    """`/v1/chat` routing: the primary user's main session, everyone else's own."""
+    return "agent:main:main" if user.primary else f"chat:{user.name}"

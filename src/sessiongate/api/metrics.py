@@ -1,0 +1,64 @@
+"""Prometheus metrics: turns, rotations by reason, model latency, errors."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from sessiongate.core.segments import RotationRecord
+from sessiongate.service.turns import TurnOutcome
+
+
+class GatewayMetrics:
+    """One registry per app, so several apps (tests) never collide."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.turns = Counter(
+            "sessiongate_turns",
+            "Turns by agent and outcome",
+            ["agent", "outcome"],
+            registry=self.registry,
+        )
+        self.rotations = Counter(
+            "sessiongate_rotations", "Rotations by reason", ["reason"], registry=self.registry
+        )
+        self.errors = Counter(
+            "sessiongate_turn_errors",
+            "Failed turns by error code",
+            ["code"],
+            registry=self.registry,
+        )
+        self.first_token = Histogram(
+            "sessiongate_model_first_token_seconds",
+            "Model time to first token",
+            ["model"],
+            registry=self.registry,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )
+        self.turn_seconds = Histogram(
+            "sessiongate_turn_seconds",
+            "Whole-turn latency",
+            ["agent"],
+            registry=self.registry,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+        )
+        self.websockets = Gauge(
+            "sessiongate_websocket_connections",
+            "Open WebSockets",
+            ["endpoint"],
+            registry=self.registry,
+        )
+
+    def rotation(self, record: RotationRecord) -> None:
+        self.rotations.labels(record.reason.value).inc()
+
+    def turn(self, outcome: TurnOutcome) -> None:
+        self.turns.labels(outcome.agent, outcome.status).inc()
+        self.turn_seconds.labels(outcome.agent).observe(outcome.seconds)
+        if outcome.error_code:
+            self.errors.labels(outcome.error_code).inc()
+        if outcome.model and outcome.first_token_seconds is not None:
+            self.first_token.labels(outcome.model).observe(outcome.first_token_seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,171 @@
+"""OpenAI-compatible `/v1/models` and `/v1/chat/completions`.
+
+`model` names an agent; `X-Session-Key` picks the session key (else the user's route).
+The gateway keeps the history, so only the last user message of `messages` is taken as
+the new turn; earlier messages a client re-sends are ignored, never duplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from sessiongate.api.auth import CurrentUser, caller_for, route_key
+from sessiongate.api.errors import error_response
+from sessiongate.api.sse import collect_reply
+from sessiongate.api.turns import SSE_HEADERS
+from sessiongate.core.events import EndEvent, ErrorEvent, RotationEvent, TokenEvent, TurnEvent
+from sessiongate.errors import InvalidContent
+from sessiongate.service.engine import Engine
+from sessiongate.service.turns import InboundTurn
+
+router = APIRouter(prefix="/v1")
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str = Field(max_length=32)
+    content: str | list[dict[str, Any]] | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class CompletionRequest(BaseModel):
+    # Sampling parameters and the like are accepted and ignored: the agent decides.
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(min_length=1, max_length=200)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+def _text(message: ChatMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    parts = [p.get("text", "") for p in message.content or [] if p.get("type") == "text"]
+    return "".join(str(p) for p in parts)
+
+
+@router.get("/models")
+async def list_models(user: CurrentUser, request: Request) -> dict[str, Any]:
+    engine: Engine = request.app.state.engine
+    return {
+        "object": "list",
+        "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": "sessiongate"}
+            for name in engine.turns.agents
+        ],
+    }
+
+
+@router.post("/chat/completions", response_model=None)
+async def chat_completions(
+    body: CompletionRequest,
+    user: CurrentUser,
+    request: Request,
+    x_session_key: str | None = Header(None, max_length=200),
+) -> Response:
+    engine: Engine = request.app.state.engine
+    user_messages = [m for m in body.messages if m.role == "user"]
+    if not user_messages:
+        raise InvalidContent("messages must contain a user message")
+    key = x_session_key or route_key(user)
+    inbound = InboundTurn(key, caller_for(user), _text(user_messages[-1]), agent=body.model)
+    await engine.sessions.check_writable(key, inbound.caller)
+    handle = engine.turns.start_turn(inbound)
+    events = handle.events()
+    first = await anext(events)
+    if isinstance(first, ErrorEvent):
+        return error_response(
+            404 if first.code == "session_not_found" else 502, first.code, first.message
+        )
+    completion_id = f"chatcmpl-{handle.turn_id}"
+    created = int(time.time())
+    headers = {"X-Session-Key": key, "X-Session-Id": getattr(first, "session_id", "")}
+    if not body.stream:
+        result = await collect_reply(handle, [first], events)
+        if "error" in result:
+            return error_response(502, result["error"]["code"], result["error"]["message"])
+        usage = result.get("usage") or {}
+        return JSONResponse(
+            {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": created,
+                "model": body.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": result["reply"]},
+                    }
+                ],
+                "usage": usage,
+                "session": {
+                    "key": key,
+                    "session_id": result.get("session_id"),
+                    "rotation": result.get("rotation"),
+                },
+            },
+            headers=headers,
+        )
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    return StreamingResponse(
+        _chunks(completion_id, created, body.model, events, include_usage),
+        media_type="text/event-stream",
+        headers={**SSE_HEADERS, **headers},
+    )
+
+
+async def _chunks(
+    completion_id: str,
+    created: int,
+    model: str,
+    events: AsyncIterator[TurnEvent],
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        data = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
+        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": ""})
+    async for event in events:
+        if isinstance(event, TokenEvent):
+            yield chunk({"content": event.content})
+        elif isinstance(event, RotationEvent):
+            # Clients that know sessiongate read this; others ignore unknown fields.
+            yield chunk({}, sessiongate_rotation=event.to_dict())
+        elif isinstance(event, EndEvent):
+            yield chunk({}, "stop")
+            if include_usage:
+                data = {
+                    "id": completion_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": event.usage,
+                }
+                yield f"data: {json.dumps(data)}\n\n".encode()
+        elif isinstance(event, ErrorEvent):
+            error = {
+                "error": {"code": event.code, "message": event.message, "type": "sessiongate_error"}
+            }
+            yield f"data: {json.dumps(error)}\n\n".encode()
+    yield b"data: [DONE]\n\n"

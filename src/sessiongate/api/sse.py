@@ -1,0 +1,53 @@
+"""Rendering a turn's events as Server-Sent Events, and as one JSON answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sessiongate.core.events import TurnEvent, event_to_dict
+from sessiongate.service.turns import TurnHandle
+
+
+def sse_frame(event: TurnEvent) -> bytes:
+    data = json.dumps(event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
+    return f"event: {event.type}\ndata: {data}\n\n".encode()
+
+
+async def collect_reply(
+    handle: TurnHandle, first: list[TurnEvent], rest: AsyncIterator[TurnEvent]
+) -> dict[str, Any]:
+    """A non-streaming turn: the whole reply in one object (or the error that ended it)."""
+    reply: list[str] = []
+    result: dict[str, Any] = {"reply": None, "rotation": None, "usage": {}}
+
+    async def all_events() -> AsyncIterator[TurnEvent]:
+        for event in first:
+            yield event
+        async for event in rest:
+            yield event
+
+    async for event in all_events():
+        data = event_to_dict(event)
+        if event.type == "start":
+            result.update(
+                session_key=data["session_key"],
+                session_id=data["session_id"],
+                turn_id=data["turn_id"],
+            )
+        elif event.type == "rotation":
+            result["rotation"] = {k: v for k, v in data.items() if k != "type"}
+        elif event.type == "token":
+            reply.append(data["content"])
+        elif event.type == "end":
+            result.update(
+                reply="".join(reply),
+                message_id=data["message_id"],
+                message_count=data["message_count"],
+                usage=data["usage"],
+                status=data["status"],
+            )
+        elif event.type == "error":
+            result["error"] = {"code": data["code"], "message": data["message"]}
+    return result

@@ -1,0 +1,46 @@
+"""Starting a turn from an HTTP request and answering with SSE or one JSON object."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.responses import Response
+
+from sessiongate.api.errors import error_response
+from sessiongate.api.sse import collect_reply, sse_frame
+from sessiongate.core.events import ErrorEvent, TurnEvent
+from sessiongate.service.engine import Engine
+from sessiongate.service.turns import InboundTurn
+
+#: Status for a turn that failed before it produced anything, by error code.
+_FAILED_TURN_STATUS = {"session_not_found": 404, "latest_moved": 409, "segment_immutable": 409}
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def run_http_turn(engine: Engine, inbound: InboundTurn, *, stream: bool) -> Response:
+    await engine.sessions.check_writable(inbound.key, inbound.caller)
+    handle = engine.turns.start_turn(inbound)  # bad input raises here, as a 4xx
+    events = handle.events()
+    first = await anext(events)
+    if isinstance(first, ErrorEvent):
+        status = _FAILED_TURN_STATUS.get(first.code, 502)
+        return error_response(status, first.code, first.message)
+    if not stream:
+        body = await collect_reply(handle, [first], events)
+        if "error" in body:
+            return JSONResponse(
+                body, status_code=_FAILED_TURN_STATUS.get(body["error"]["code"], 502)
+            )
+        return JSONResponse(body)
+    headers = {**SSE_HEADERS, "X-Session-Key": inbound.key}
+    return StreamingResponse(
+        _frames(first, events), media_type="text/event-stream", headers=headers
+    )
+
+
+async def _frames(first: TurnEvent, rest: AsyncIterator[TurnEvent]) -> AsyncIterator[bytes]:
+    yield sse_frame(first)
+    async for event in rest:
+        yield sse_frame(event)
