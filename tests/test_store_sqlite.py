@@ -29,12 +29,11 @@ async def test_open_uses_wal_and_records_schema_version(tmp_path: Path) -> None:
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     versions = [r[0] for r in db.execute("SELECT version FROM schema_migrations")]
-    assert versions == [1]
+    assert versions == [1, 2]
     await store.close()
     reopened = SQLiteStore.open(tmp_path / "a.db")  # idempotent
-    assert [r[0] for r in reopened.connection.execute("SELECT version FROM schema_migrations")] == [
-        1
-    ]
+    again = [r[0] for r in reopened.connection.execute("SELECT version FROM schema_migrations")]
+    assert again == versions
     await reopened.close()
 
 
