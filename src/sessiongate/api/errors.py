@@ -56,8 +56,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _STATUS_CODES.get(exc.status_code, "error")
+        message = str(exc.detail)
+        if exc.status_code == 400 and "parsing the body" in message:
+            # FastAPI's answer to a body it cannot decode (e.g. invalid UTF-8).
+            code, message = "invalid_json", "the request body is not valid UTF-8 JSON"
         headers = dict(exc.headers or {})
-        return error_response(exc.status_code, code, str(exc.detail), **headers)
+        return error_response(exc.status_code, code, message, **headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
