@@ -73,3 +73,66 @@ def test_unknown_key_is_a_clean_error(tmp_path: Path) -> None:
     result = run("sessions", "show", "no:such:key", "--config", str(config), cwd=tmp_path)
     assert result.returncode == 1
     assert "no session with key" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_users_add_prints_the_key_alone_on_the_last_line(tmp_path: Path) -> None:
+    config = tmp_path / "sg.toml"
+    config.write_text(f'data_dir = "{tmp_path}"\n', encoding="utf-8")
+    result = run("users", "add", "carol", "--primary", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("sg_") and " " not in last
+    again = run("users", "add", "carol", "--config", str(config), cwd=tmp_path)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    second_primary = run("users", "add", "dave", "--primary", "--config", str(config), cwd=tmp_path)
+    assert second_primary.returncode == 1 and "primary" in second_primary.stderr
+
+
+def test_serve_bootstraps_an_admin_and_answers(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "sg.toml"
+    config.write_text(f'data_dir = "{tmp_path}"\n[server]\nport = {port}\n', encoding="utf-8")
+    env = {**os.environ, "COLUMNS": "250"}
+    proc = subprocess.Popen(
+        [*SESSIONGATE, "serve", "--config", str(config)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        key = ""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not key:
+            line = proc.stdout.readline()
+            if line.startswith("sg_"):
+                key = line.strip()
+        assert key, "serve did not print a bootstrap key"
+        url = f"http://127.0.0.1:{port}"
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"{url}/health", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        reply = httpx.post(
+            f"{url}/v1/chat",
+            json={"content": "hello", "stream": False},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=10,
+        ).json()
+        assert reply["session_key"] == "agent:main:main"
+        assert "No model is configured" in reply["reply"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    assert proc.returncode in (0, -15)
