@@ -75,9 +75,7 @@ class OpenAIChatModel:
         )
 
     def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
-        wire = [
-            {"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages
-        ]
+        wire = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
         return stream_with_retries(
             lambda: self._attempt(wire), self._classify, self._policy, label=self.label
         )

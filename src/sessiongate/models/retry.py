@@ -101,9 +101,7 @@ async def stream_with_retries(
             raise failure.error from None
         wait = policy.delay(retries, failure.retry_after)
         retries += 1
-        log.warning(
-            "model_retry", model=label, code=failure.error.code, retry=retries, wait_s=wait
-        )
+        log.warning("model_retry", model=label, code=failure.error.code, retry=retries, wait_s=wait)
         await sleep(wait)
 
 
@@ -116,14 +114,18 @@ def status_failure(
     """An HTTP error status returned before the stream began."""
     if status == 429:
         return Failure(
-            ModelError(f"{label} is rate limited (HTTP 429)", code="model_rate_limited", retryable=True),
+            ModelError(
+                f"{label} is rate limited (HTTP 429)", code="model_rate_limited", retryable=True
+            ),
             retry=True,
             retry_after=parse_retry_after(headers),
         )
     if status in (401, 403):
         # The server's text is left out on purpose: some echo a fragment of the key.
         return Failure(
-            ModelError(f"{label} refused the credentials (HTTP {status}); {key_hint}", code="model_auth")
+            ModelError(
+                f"{label} refused the credentials (HTTP {status}); {key_hint}", code="model_auth"
+            )
         )
     if status == 408:
         return Failure(timeout_error(label, started=False), retry=True)

@@ -35,11 +35,22 @@ class Engine:
 
 
 def build_reply_model(name: str, config: ModelConfig) -> ReplyModel:
+    # Imported here so a gateway without these providers configured never loads the SDKs.
     if config.provider == "offline":
         return OfflineModel(name)
-    raise ConfigError(
-        f"models.{name}: provider {config.provider!r} is not available in this build yet"
-    )
+    if config.provider == "command":
+        from sessiongate.models.command import CommandModel
+
+        return CommandModel.from_config(name, config)
+    if config.provider == "openai":
+        from sessiongate.models.openai import OpenAIChatModel
+
+        return OpenAIChatModel.from_config(name, config)
+    if config.provider == "anthropic":
+        from sessiongate.models.anthropic import AnthropicModel
+
+        return AnthropicModel.from_config(name, config)
+    raise ConfigError(f"models.{name}.provider: unknown provider {config.provider!r}")
 
 
 def build_engine(
