@@ -1,0 +1,82 @@
+"""The data a turn starts from and the handle its events flow through."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessiongate.core.events import EndEvent, ErrorEvent, TurnEvent
+from sessiongate.service.sessions import Caller
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRequest:
+    query: str
+    rationale: str
+    limit: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class InboundTurn:
+    key: str
+    caller: Caller
+    content: str
+    agent: str | None = None
+    recall: RecallRequest | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """How a turn ended, for metrics and hooks."""
+
+    agent: str
+    status: str  # complete | interrupted | failed | command
+    seconds: float
+    model: str | None = None
+    first_token_seconds: float | None = None
+    error_code: str | None = None
+
+
+TurnListener = Callable[[TurnOutcome], None]
+
+
+class TurnHandle:
+    """A running turn. Its events can be read once; the turn does not depend on it."""
+
+    def __init__(self, turn_id: str) -> None:
+        self.turn_id = turn_id
+        self._queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.status = "failed"
+        self.model: str | None = None
+        self.first_token_seconds: float | None = None
+        self.error_code: str | None = None
+
+    def emit(self, event: TurnEvent) -> None:
+        if isinstance(event, EndEvent):
+            self.status = event.status if event.message_id else "command"
+        self._queue.put_nowait(event)
+
+    def fail(self, code: str, message: str) -> None:
+        self.error_code = code
+        self._queue.put_nowait(ErrorEvent(code, message))
+
+    def close(self) -> None:
+        self._queue.put_nowait(None)
+
+    async def events(self) -> AsyncIterator[TurnEvent]:
+        while (event := await self._queue.get()) is not None:
+            yield event
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+    async def wait(self) -> None:
+        if self.task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self.task)
