@@ -75,11 +75,11 @@ async def chat_completions(
     x_session_key: str | None = Header(None, max_length=200),
 ) -> Response:
     engine: Engine = request.app.state.engine
-    user_messages = [m for m in body.messages if m.role == "user"]
-    if not user_messages:
-        raise InvalidContent("messages must contain a user message")
+    if body.messages[-1].role != "user":
+        # The gateway keeps the history: the last message is the new turn and must be one.
+        raise InvalidContent("the last message must be the user's new message")
     key = x_session_key or route_key(user)
-    inbound = InboundTurn(key, caller_for(user), _text(user_messages[-1]), agent=body.model)
+    inbound = InboundTurn(key, caller_for(user), _text(body.messages[-1]), agent=body.model)
     await engine.sessions.check_writable(key, inbound.caller)
     handle = engine.turns.start_turn(inbound)
     events = handle.events()

@@ -47,11 +47,15 @@ class ChatSocket:
     async def run(self) -> None:
         await self.ws.accept()
         gauge = self.ws.app.state.metrics.websockets.labels(self.endpoint)
-        gauge.inc()
         try:
             user = await self._authenticate()
-            if user is None:
-                return
+        except (WebSocketDisconnect, RuntimeError):
+            return
+        if user is None:
+            return
+        # Like seed 001, count a connection once it has authenticated.
+        gauge.inc()
+        try:
             key = self._default_key(user)
             await self._ready(user, key)
             while True:
@@ -139,7 +143,8 @@ class ChatSocket:
         if not isinstance(data, dict):
             await self._error("invalid_frame", "a message frame is a JSON object")
             return
-        key = data.get("session_id") or default_key
+        requested = data.get("session_id")
+        key = default_key if requested is None else requested
         device_id = data.get("device_id")
         if not isinstance(key, str) or (device_id is not None and not isinstance(device_id, str)):
             await self._error("invalid_frame", "session_id and device_id must be strings")

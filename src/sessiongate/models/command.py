@@ -1,0 +1,164 @@
+"""The `command` provider: an external relay program as the reply model.
+
+The configured argv runs without a shell. It gets the turn as one JSON object
+`{"messages": [...]}` on stdin (then EOF) and writes the reply to stdout, which is streamed
+as it arrives. A non-zero exit is a failure even after some text, so a relay that dies
+half-way never looks like a finished answer. The child runs in its own process group, so
+a timeout or a consumer that stops listening kills the relay and anything it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import json
+import os
+import signal
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sessiongate.config import ConfigError, ModelConfig
+from sessiongate.core.context import estimate_tokens
+from sessiongate.errors import ModelError
+from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
+
+_READ_SIZE = 4096
+#: Bytes of stderr kept while the relay runs; the error message shows the last few hundred.
+_STDERR_KEEP = 8192
+
+
+class CommandModel:
+    def __init__(
+        self, name: str, argv: Sequence[str], *, timeout: float = 120.0, stderr_chars: int = 500
+    ) -> None:
+        if not argv:
+            raise ValueError("a command model needs a non-empty argv")
+        self.name = name
+        self.argv = list(argv)
+        self.timeout = timeout
+        self.stderr_chars = stderr_chars
+        # Only the program name: the rest of argv may carry secrets.
+        self.label = f"model {name!r} (command {Path(self.argv[0]).name})"
+
+    @classmethod
+    def from_config(cls, name: str, config: ModelConfig) -> CommandModel:
+        if not config.command or not config.command[0]:
+            raise ConfigError(
+                f"models.{name}.command: the command provider needs the program to run, "
+                'as a list such as ["python3", "relay.py"]'
+            )
+        return cls(name, config.command, timeout=config.read_timeout.total_seconds())
+
+    async def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
+        payload = json.dumps({"messages": [dict(m) for m in messages]}).encode()
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        proc = await self._spawn()
+        feeder = asyncio.create_task(_feed(proc, payload))
+        stderr = asyncio.create_task(_tail(proc.stderr))
+        assert proc.stdout is not None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        parts: list[str] = []
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        data = await proc.stdout.read(_READ_SIZE)
+                except TimeoutError:
+                    raise self._timeout() from None
+                # A multi-byte character split across reads waits in the decoder.
+                text = decoder.decode(data, final=not data)
+                if text:
+                    parts.append(text)
+                    yield TextDelta(text)
+                if not data:
+                    break
+            try:
+                async with asyncio.timeout_at(deadline):
+                    code = await proc.wait()
+                    err = await stderr
+            except TimeoutError:
+                raise self._timeout() from None
+            if code != 0:
+                raise self._failed(code, err)
+        finally:
+            await _reap(proc, feeder, stderr)
+        yield Usage(
+            prompt_tokens=sum(estimate_tokens(m.get("content", "")) for m in messages),
+            completion_tokens=estimate_tokens("".join(parts)),
+        )
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        try:
+            return await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group, killed as a whole
+            )
+        except FileNotFoundError:
+            raise ModelError(
+                f"{self.label}: the program {self.argv[0]!r} was not found",
+                code="command_not_found",
+            ) from None
+        except PermissionError:
+            raise ModelError(
+                f"{self.label}: the program {self.argv[0]!r} is not executable",
+                code="command_not_found",
+            ) from None
+        except OSError as exc:
+            raise ModelError(
+                f"{self.label}: could not start ({exc.strerror or type(exc).__name__})",
+                code="command_failed",
+            ) from None
+
+    def _timeout(self) -> ModelError:
+        return ModelError(
+            f"{self.label} did not finish within {self.timeout:g}s and was killed",
+            code="model_timeout",
+            retryable=True,
+        )
+
+    def _failed(self, code: int, stderr: str) -> ModelError:
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        tail = stderr.strip()[-self.stderr_chars :]
+        detail = f"; stderr: {tail}" if tail else "; stderr was empty"
+        return ModelError(f"{self.label} {how}{detail}", code="command_failed", retryable=True)
+
+
+async def _feed(proc: asyncio.subprocess.Process, payload: bytes) -> None:
+    """Write the request concurrently with reading, so a relay that answers before reading
+    all of a large request cannot deadlock against us."""
+    assert proc.stdin is not None
+    # A relay may exit without reading its input; that is its business, not an error.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(payload)
+        await proc.stdin.drain()
+        proc.stdin.close()
+        await proc.stdin.wait_closed()
+
+
+async def _tail(stream: asyncio.StreamReader | None) -> str:
+    """Drain stderr (a full pipe would block the relay), keeping only its end."""
+    assert stream is not None
+    kept = bytearray()
+    while chunk := await stream.read(_READ_SIZE):
+        kept += chunk
+        del kept[:-_STDERR_KEEP]
+    return kept.decode("utf-8", errors="replace")
+
+
+async def _reap(proc: asyncio.subprocess.Process, *helpers: asyncio.Task[Any]) -> None:
+    """Kill the process group if the relay is still running, and wait for it, so an
+    abandoned or timed-out turn leaves neither a running relay nor a zombie."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+    for task in helpers:
+        task.cancel()
+    for task in helpers:
+        with contextlib.suppress(asyncio.CancelledError, OSError):
+            await task
