@@ -31,7 +31,15 @@ class Engine:
 
     async def aclose(self) -> None:
         await self.turns.aclose()
+        await self.close_models()
         await self.store.close()
+
+    async def close_models(self) -> None:
+        """Release the HTTP clients of the model adapters that hold one."""
+        for model in self.turns.models.values():
+            closer = getattr(model, "aclose", None)
+            if closer is not None:
+                await closer()
 
 
 def build_reply_model(name: str, config: ModelConfig) -> ReplyModel:
