@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 
@@ -18,6 +18,7 @@ from sessiongate.config import Settings
 from sessiongate.models.base import ReplyModel
 from sessiongate.service.engine import Engine, build_engine
 
+T = TypeVar("T")
 USERS = {
     "prime": (True, False),
     "alice": (False, False),
@@ -51,12 +52,21 @@ def gateway_settings(tmp_path: Path, **overrides: Any) -> Settings:
     return Settings(**base)
 
 
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion even when the caller is inside an event loop."""
+    result: list[T] = []
+    worker = threading.Thread(target=lambda: result.append(asyncio.run(coro)))
+    worker.start()
+    worker.join()
+    return result[0]
+
+
 @contextmanager
 def running_gateway(settings: Settings, models: dict[str, ReplyModel]) -> Iterator[Gateway]:
     engine = build_engine(settings, models=models)
     keys = {}
     for name, (primary, admin) in USERS.items():
-        _, keys[name] = asyncio.run(engine.users.add(name, primary=primary, admin=admin))
+        _, keys[name] = run_sync(engine.users.add(name, primary=primary, admin=admin))
     config = uvicorn.Config(
         create_app(engine),
         host="127.0.0.1",
