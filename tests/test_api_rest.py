@@ -33,19 +33,22 @@ def test_health_needs_no_key(client: httpx.Client) -> None:
 def test_chat_routes_primary_to_main_and_others_to_their_own(
     gw: Gateway, client: httpx.Client
 ) -> None:
-    events = parse_sse(client.post("/v1/chat", json={"content": "hi"},
-                                   headers=gw.auth("prime")).text)
+    events = parse_sse(
+        client.post("/v1/chat", json={"content": "hi"}, headers=gw.auth("prime")).text
+    )
     assert events[0] == ("start", events[0][1])
     assert events[0][1]["session_key"] == "agent:main:main"
-    reply = client.post("/v1/chat", json={"content": "hi", "stream": False},
-                        headers=gw.auth("bob")).json()
+    reply = client.post(
+        "/v1/chat", json={"content": "hi", "stream": False}, headers=gw.auth("bob")
+    ).json()
     assert reply["session_key"] == "chat:bob"
     assert reply["reply"] == "reply to: hi"
 
 
 def test_streamed_turn_event_sequence_and_shapes(gw: Gateway, client: httpx.Client) -> None:
-    response = client.post("/v1/sessions/sse:order/messages", json={"content": "one two"},
-                           headers=gw.auth("alice"))
+    response = client.post(
+        "/v1/sessions/sse:order/messages", json={"content": "one two"}, headers=gw.auth("alice")
+    )
     assert response.headers["content-type"].startswith("text/event-stream")
     events = parse_sse(response.text)
     names = [name for name, _ in events]
@@ -61,11 +64,18 @@ def test_streamed_turn_event_sequence_and_shapes(gw: Gateway, client: httpx.Clie
 
 
 def test_new_via_message_announces_rotation(gw: Gateway, client: httpx.Client) -> None:
-    client.post("/v1/sessions/sse:rot/messages", json={"content": "first", "stream": False},
-                headers=gw.auth("alice"))
-    events = parse_sse(client.post("/v1/sessions/sse:rot/messages",
-                                   json={"content": "/new second"},
-                                   headers=gw.auth("alice")).text)
+    client.post(
+        "/v1/sessions/sse:rot/messages",
+        json={"content": "first", "stream": False},
+        headers=gw.auth("alice"),
+    )
+    events = parse_sse(
+        client.post(
+            "/v1/sessions/sse:rot/messages",
+            json={"content": "/new second"},
+            headers=gw.auth("alice"),
+        ).text
+    )
     rotation = next(d for n, d in events if n == "rotation")
     assert rotation["reason"] == "manual" and rotation["from"] != rotation["to"]
     assert events[0][1]["session_id"] == rotation["to"]
@@ -74,35 +84,53 @@ def test_new_via_message_announces_rotation(gw: Gateway, client: httpx.Client) -
 def test_session_lifecycle_endpoints(gw: Gateway, client: httpx.Client) -> None:
     h = gw.auth("alice")
     key = "life:cycle"
-    client.post(f"/v1/sessions/{key}/messages", json={"content": "the otter code is 7781",
-                                                      "stream": False}, headers=h)
+    client.post(
+        f"/v1/sessions/{key}/messages",
+        json={"content": "the otter code is 7781", "stream": False},
+        headers=h,
+    )
     new = client.post(f"/v1/sessions/{key}/new", headers=h).json()
     assert new["previous_session_id"] and new["session_id"] != new["previous_session_id"]
-    recall = client.post(f"/v1/sessions/{key}/recall",
-                         json={"query": "otter code", "rationale": "user asked"}, headers=h)
+    recall = client.post(
+        f"/v1/sessions/{key}/recall",
+        json={"query": "otter code", "rationale": "user asked"},
+        headers=h,
+    )
     fragments = recall.json()["fragments"]
     assert fragments[0]["session_id"] == new["previous_session_id"]
     assert "7781" in fragments[0]["content"] and fragments[0]["rationale"] == "user asked"
 
-    turn = client.post(f"/v1/sessions/{key}/messages", json={
-        "content": "what was the code?", "stream": False,
-        "recall": {"query": "otter code", "rationale": "user asked"}}, headers=h).json()
+    turn = client.post(
+        f"/v1/sessions/{key}/messages",
+        json={
+            "content": "what was the code?",
+            "stream": False,
+            "recall": {"query": "otter code", "rationale": "user asked"},
+        },
+        headers=h,
+    ).json()
     assert turn["session_id"] == new["session_id"]
 
     shown = client.get(f"/v1/sessions/{key}", headers=h).json()
     assert [s["status"] for s in shown["segments"]] == ["archived", "latest"]
     assert shown["rotations"][0]["reason"] == "manual"
-    page = client.get(f"/v1/sessions/{key}/segments/{new['session_id']}/messages",
-                      params={"limit": 1}, headers=h).json()
+    page = client.get(
+        f"/v1/sessions/{key}/segments/{new['session_id']}/messages", params={"limit": 1}, headers=h
+    ).json()
     assert page["messages"][0]["metadata"]["recall"][0]["rationale"] == "user asked"
     assert page["next_after"] == 1
     context = client.get(f"/v1/sessions/{key}/context", headers=h).json()
     assert all(m["source"].startswith(new["session_id"]) for m in context["messages"])
 
-    patched = client.patch(f"/v1/sessions/{key}", json={
-        "control_model": "builtin:lexical", "lifecycle": {"idle_window": "5m"}}, headers=h)
-    assert patched.json()["overrides"] == {"control_model": "builtin:lexical",
-                                           "lifecycle": {"idle_window": "5m"}}
+    patched = client.patch(
+        f"/v1/sessions/{key}",
+        json={"control_model": "builtin:lexical", "lifecycle": {"idle_window": "5m"}},
+        headers=h,
+    )
+    assert patched.json()["overrides"] == {
+        "control_model": "builtin:lexical",
+        "lifecycle": {"idle_window": "5m"},
+    }
     cleared = client.patch(f"/v1/sessions/{key}", json={"control_model": None}, headers=h)
     assert "control_model" not in cleared.json()["overrides"]
 
@@ -134,26 +162,45 @@ ENDPOINTS = [
     ("DELETE", "/v1/sessions/{key}", None),
 ]
 # What an admin may do to another user's key: read it, and erase it.
-ADMIN_MAY = {("GET", "/v1/sessions/{key}"), ("GET", "/v1/sessions/{key}/context"),
-             ("GET", "/v1/sessions/{key}/export"),
-             ("GET", "/v1/sessions/{key}/segments/{sid}/messages"),
-             ("POST", "/v1/sessions/{key}/recall"), ("DELETE", "/v1/sessions/{key}")}
+ADMIN_MAY = {
+    ("GET", "/v1/sessions/{key}"),
+    ("GET", "/v1/sessions/{key}/context"),
+    ("GET", "/v1/sessions/{key}/export"),
+    ("GET", "/v1/sessions/{key}/segments/{sid}/messages"),
+    ("POST", "/v1/sessions/{key}/recall"),
+    ("DELETE", "/v1/sessions/{key}"),
+}
 
 
 @pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS)
 @pytest.mark.parametrize("who", ["owner", "other", "admin", "no key", "bad key"])
-def test_authorisation_matrix(gw: Gateway, client: httpx.Client, method: str, path: str,
-                              body: dict[str, object] | None, who: str) -> None:
+def test_authorisation_matrix(
+    gw: Gateway,
+    client: httpx.Client,
+    method: str,
+    path: str,
+    body: dict[str, object] | None,
+    who: str,
+) -> None:
     key = f"matrix:{method.lower()}-{abs(hash(path)) % 10**6}-{who.replace(' ', '')}"
     owner = gw.auth("alice")
-    client.post(f"/v1/sessions/{key}/messages", json={"content": "secret one", "stream": False},
-                headers=owner)
+    client.post(
+        f"/v1/sessions/{key}/messages",
+        json={"content": "secret one", "stream": False},
+        headers=owner,
+    )
     sid = client.get(f"/v1/sessions/{key}", headers=owner).json()["latest"]["session_id"]
     client.post(f"/v1/sessions/{key}/new", headers=owner)
-    headers = {"owner": owner, "other": gw.auth("bob"), "admin": gw.auth("root"),
-               "no key": {}, "bad key": {"Authorization": "Bearer sg_AAAAAAAAAAAA_" + "x" * 43}}
-    response = client.request(method, path.format(key=key, sid=sid), json=body,
-                              headers=headers[who])
+    headers = {
+        "owner": owner,
+        "other": gw.auth("bob"),
+        "admin": gw.auth("root"),
+        "no key": {},
+        "bad key": {"Authorization": "Bearer sg_AAAAAAAAAAAA_" + "x" * 43},
+    }
+    response = client.request(
+        method, path.format(key=key, sid=sid), json=body, headers=headers[who]
+    )
     status = response.status_code
     if who in ("no key", "bad key"):
         assert status == 401
@@ -173,13 +220,18 @@ def test_authorisation_matrix(gw: Gateway, client: httpx.Client, method: str, pa
 
 
 def test_list_shows_only_own_keys_unless_admin(gw: Gateway, client: httpx.Client) -> None:
-    client.post("/v1/sessions/own:bob/messages", json={"content": "x", "stream": False},
-                headers=gw.auth("bob"))
-    bob_keys = {s["key"] for s in client.get("/v1/sessions", headers=gw.auth("bob")).json()[
-        "sessions"]}
+    client.post(
+        "/v1/sessions/own:bob/messages",
+        json={"content": "x", "stream": False},
+        headers=gw.auth("bob"),
+    )
+    bob_keys = {
+        s["key"] for s in client.get("/v1/sessions", headers=gw.auth("bob")).json()["sessions"]
+    }
     assert "own:bob" in bob_keys and all(not k.startswith("matrix:") for k in bob_keys)
-    admin = {s["key"] for s in client.get("/v1/sessions", headers=gw.auth("root")).json()[
-        "sessions"]}
+    admin = {
+        s["key"] for s in client.get("/v1/sessions", headers=gw.auth("root")).json()["sessions"]
+    }
     assert {"own:bob", "chat:bob"} <= admin
 
 
@@ -191,25 +243,47 @@ def test_list_shows_only_own_keys_unless_admin(gw: Gateway, client: httpx.Client
     [
         (b"{not json", {"content-type": "application/json"}, 400, "invalid_json"),
         (b'{"content": 5}', {"content-type": "application/json"}, 400, "invalid_request"),
-        (b'{"content": "x", "stream": "yes"}', {"content-type": "application/json"}, 400,
-         "invalid_request"),
-        (b'{"content": "x", "surprise": 1}', {"content-type": "application/json"}, 400,
-         "invalid_request"),
+        (
+            b'{"content": "x", "stream": "yes"}',
+            {"content-type": "application/json"},
+            400,
+            "invalid_request",
+        ),
+        (
+            b'{"content": "x", "surprise": 1}',
+            {"content-type": "application/json"},
+            400,
+            "invalid_request",
+        ),
         (b'{"content": "\xff\xfe"}', {"content-type": "application/json"}, 400, "invalid_json"),
         (b'{"content": ""}', {"content-type": "application/json"}, 400, "invalid_content"),
-        (b'{"content": "\\ud800"}', {"content-type": "application/json"}, 400,
-         "invalid_content"),
-        (b'{"content": "' + b"x" * 30000 + b'"}', {"content-type": "application/json"}, 413,
-         "content_too_large"),
-        (b'{"content": "' + b"x" * 70000 + b'"}', {"content-type": "application/json"}, 413,
-         "payload_too_large"),
+        (b'{"content": "\\ud800"}', {"content-type": "application/json"}, 400, "invalid_content"),
+        (
+            b'{"content": "' + b"x" * 30000 + b'"}',
+            {"content-type": "application/json"},
+            413,
+            "content_too_large",
+        ),
+        (
+            b'{"content": "' + b"x" * 70000 + b'"}',
+            {"content-type": "application/json"},
+            413,
+            "payload_too_large",
+        ),
         (b"[]", {"content-type": "application/json"}, 400, "invalid_request"),
     ],
 )
-def test_bad_bodies_get_clear_4xx(gw: Gateway, client: httpx.Client, content: bytes,
-                                  headers: dict[str, str], status: int, code: str) -> None:
-    response = client.post("/v1/sessions/bad:input/messages", content=content,
-                           headers={**headers, **gw.auth("alice")})
+def test_bad_bodies_get_clear_4xx(
+    gw: Gateway,
+    client: httpx.Client,
+    content: bytes,
+    headers: dict[str, str],
+    status: int,
+    code: str,
+) -> None:
+    response = client.post(
+        "/v1/sessions/bad:input/messages", content=content, headers={**headers, **gw.auth("alice")}
+    )
     assert response.status_code == status, response.text
     assert response.json()["error"]["code"] == code
     assert client.get("/v1/sessions/bad:input", headers=gw.auth("alice")).status_code == 404
@@ -222,15 +296,20 @@ def test_bad_bodies_get_clear_4xx(gw: Gateway, client: httpx.Client, content: by
         ("GET", "/v1/sessions/" + "k" * 201, 400, "invalid_session_key"),
         ("GET", "/v1/sessions/unknown:key", 404, "session_not_found"),
         ("GET", "/v1/sessions/chat:alice/segments/nope/messages", 400, "invalid_session_id"),
-        ("GET", "/v1/sessions/chat:alice/segments/01890000-0000-7000-8000-000000000000/messages",
-         404, "segment_not_found"),
+        (
+            "GET",
+            "/v1/sessions/chat:alice/segments/01890000-0000-7000-8000-000000000000/messages",
+            404,
+            "segment_not_found",
+        ),
         ("GET", "/v1/sessions/chat:alice/segments/x/messages?limit=0", 400, "invalid_request"),
         ("GET", "/v1/nowhere", 404, "not_found"),
         ("PUT", "/v1/sessions", 405, "method_not_allowed"),
     ],
 )
-def test_bad_ids_and_paths(gw: Gateway, client: httpx.Client, method: str, path: str,
-                           status: int, code: str) -> None:
+def test_bad_ids_and_paths(
+    gw: Gateway, client: httpx.Client, method: str, path: str, status: int, code: str
+) -> None:
     client.post("/v1/chat", json={"content": "hi", "stream": False}, headers=gw.auth("alice"))
     response = client.request(method, path, headers=gw.auth("alice"))
     assert response.status_code == status, response.text
@@ -245,8 +324,9 @@ def test_broken_import_names_the_line(gw: Gateway, client: httpx.Client) -> None
 
 def test_metrics_count_turns_and_rotations(gw: Gateway, client: httpx.Client) -> None:
     h = gw.auth("alice")
-    client.post("/v1/sessions/metrics:k/messages", json={"content": "a", "stream": False},
-                headers=h)
+    client.post(
+        "/v1/sessions/metrics:k/messages", json={"content": "a", "stream": False}, headers=h
+    )
     client.post("/v1/sessions/metrics:k/new", headers=h)
     text = client.get("/metrics", headers=h).text
     assert 'sessiongate_turns_total{agent="main",outcome="complete"}' in text

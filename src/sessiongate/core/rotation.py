@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo
 
@@ -76,16 +76,39 @@ def manual_action(policy: LifecyclePolicy) -> LifecycleAction:
 def day_key(instant: datetime, boundary: time, tz: ZoneInfo) -> int:
     """The ordinal of the 'lifecycle day' that `instant` falls in.
 
-    A lifecycle day starts at `boundary` local wall time. Shifting the local wall time back
-    by the boundary's offset and taking the calendar date gives a number that increases by
-    one each time the wall clock reaches the boundary. This is DST-safe: when the boundary
-    falls in a spring-forward gap the day starts at the transition; when it occurs twice in
-    a fall-back fold the first occurrence starts the day and the repeat cannot start it
-    again, because callers compare with `>` (see `temporal_action`).
+    A lifecycle day starts when the local wall clock reaches `boundary`. Shifting the
+    wall time back by the boundary's offset and taking the calendar date gives a number
+    that grows by one at each boundary. It is DST-safe: a boundary inside a
+    spring-forward gap starts the day at the transition, and inside a fall-back overlap
+    the repeated hour reads as the highest wall time already reached, so a boundary there
+    starts the day at its first occurrence and cannot start it again.
     """
-    local = instant.astimezone(tz).replace(tzinfo=None)
     offset = timedelta(hours=boundary.hour, minutes=boundary.minute, seconds=boundary.second)
-    return (local - offset).toordinal()
+    return (_monotonic_wall_time(instant, tz) - offset).toordinal()
+
+
+def _monotonic_wall_time(instant: datetime, tz: ZoneInfo) -> datetime:
+    """Local wall time, except that during the second pass of a fall-back overlap it stays
+    just below the wall time at which the clocks went back."""
+    local = instant.astimezone(tz)
+    wall = local.replace(tzinfo=None, fold=0)
+    if not local.fold:
+        return wall
+    earlier, later = local.replace(fold=0).utcoffset(), local.utcoffset()
+    if earlier is None or later is None or earlier <= later:
+        return wall
+    # Find the transition (tz data changes offsets on whole seconds) between the first
+    # occurrence of this wall time and now.
+    lo = int((instant - (earlier - later)).timestamp())
+    hi = int(instant.timestamp())
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if datetime.fromtimestamp(mid, tz).utcoffset() == earlier:
+            lo = mid
+        else:
+            hi = mid
+    went_back_at = datetime.fromtimestamp(hi, UTC).replace(tzinfo=None) + earlier
+    return went_back_at - timedelta(microseconds=1)
 
 
 def temporal_action(

@@ -127,7 +127,7 @@ class SQLiteStore:
     async def chain(self, key: str) -> list[Segment]:
         rows = self._conn.execute(
             f"SELECT {SEGMENT_COLUMNS} {SEGMENT_FROM} WHERE s.key = ?"
-            " ORDER BY s.created_at, s.session_id",
+            " ORDER BY s.rowid",
             (key,),
         ).fetchall()
         return [segment_from_row(r) for r in rows]
@@ -392,7 +392,7 @@ class SQLiteStore:
                     "SELECT m.segment_id, m.seq, m.role, m.content, m.status, m.metadata,"
                     " m.created_at FROM messages m"
                     " JOIN segments s ON s.session_id = m.segment_id"
-                    " WHERE s.key = ? ORDER BY s.created_at, s.session_id, m.seq",
+                    " WHERE s.key = ? ORDER BY s.rowid, m.seq",
                     (key,),
                 )
             ]
