@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,7 +15,46 @@ from sessiongate.api.auth import current_user
 from sessiongate.api.errors import install_error_handlers
 from sessiongate.api.limits import BodyLimitMiddleware
 from sessiongate.api.metrics import GatewayMetrics
+from sessiongate.core.segments import RotationRecord
 from sessiongate.service.engine import Engine
+from sessiongate.service.turn_handle import TurnOutcome
+
+log = logging.getLogger("sessiongate.turns")
+
+
+def log_turn(outcome: TurnOutcome) -> None:
+    # Content never reaches the log: only ids, outcome and timings.
+    if not log.isEnabledFor(logging.INFO):
+        return
+    first = outcome.first_token_seconds
+    log.info(
+        "turn",
+        extra={
+            "key": outcome.key,
+            "turn_id": outcome.turn_id,
+            "agent": outcome.agent,
+            "model": outcome.model,
+            "status": outcome.status,
+            "error": outcome.error_code,
+            "seconds": round(outcome.seconds, 4),
+            "first_token_seconds": None if first is None else round(first, 4),
+        },
+    )
+
+
+def log_rotation(record: RotationRecord) -> None:
+    log.info(
+        "rotation",
+        extra={
+            "key": record.key,
+            "reason": record.reason.value,
+            "from_session_id": record.from_session_id,
+            "to_session_id": record.to_session_id,
+            "confidence": record.confidence,
+            "deciding_model": record.deciding_model,
+            "in_place": record.in_place,
+        },
+    )
 
 
 def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
@@ -22,6 +62,8 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     metrics = GatewayMetrics()
     engine.sessions.on_rotation(metrics.rotation)
     engine.turns.on_turn(metrics.turn)
+    engine.turns.on_turn(log_turn)
+    engine.sessions.on_rotation(log_rotation)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

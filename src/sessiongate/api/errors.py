@@ -3,9 +3,9 @@ an upstream model failure or a bug)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sessiongate.errors import SessionGateError
 
-log = structlog.get_logger("sessiongate.api")
+log = logging.getLogger("sessiongate.api")
 
 _STATUS_CODES = {
     400: "bad_request",
@@ -65,5 +65,5 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", path=request.url.path)
+        log.exception("unhandled error", extra={"path": request.url.path})
         return error_response(500, "internal_error", "the gateway failed; see its log")

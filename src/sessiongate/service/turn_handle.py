@@ -36,6 +36,8 @@ class TurnOutcome:
     agent: str
     status: str  # complete | interrupted | failed | command
     seconds: float
+    key: str = ""
+    turn_id: str = ""
     model: str | None = None
     first_token_seconds: float | None = None
     error_code: str | None = None

@@ -158,6 +158,8 @@ class TurnService:
                     agent=agent.name,
                     status=handle.status,
                     seconds=time.perf_counter() - started,
+                    key=inbound.key,
+                    turn_id=handle.turn_id,
                     model=handle.model,
                     first_token_seconds=handle.first_token_seconds,
                     error_code=handle.error_code,

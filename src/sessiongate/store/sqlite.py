@@ -126,8 +126,7 @@ class SQLiteStore:
 
     async def chain(self, key: str) -> list[Segment]:
         rows = self._conn.execute(
-            f"SELECT {SEGMENT_COLUMNS} {SEGMENT_FROM} WHERE s.key = ?"
-            " ORDER BY s.rowid",
+            f"SELECT {SEGMENT_COLUMNS} {SEGMENT_FROM} WHERE s.key = ? ORDER BY s.rowid",
             (key,),
         ).fetchall()
         return [segment_from_row(r) for r in rows]
