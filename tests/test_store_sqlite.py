@@ -29,7 +29,7 @@ async def test_open_uses_wal_and_records_schema_version(tmp_path: Path) -> None:
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     versions = [r[0] for r in db.execute("SELECT version FROM schema_migrations")]
-    assert versions == [1, 2]
+    assert versions == [1, 2, 3]
     await store.close()
     reopened = SQLiteStore.open(tmp_path / "a.db")  # idempotent
     again = [r[0] for r in reopened.connection.execute("SELECT version FROM schema_migrations")]
@@ -148,3 +148,64 @@ async def test_recall_searches_only_archived_segments_of_the_same_key(
     ]
     assert found[0].score > 0
     await store.close()
+
+
+async def test_full_text_index_follows_archiving_and_erasure(
+    tmp_path: Path, ids: IdGenerator
+) -> None:
+    from sessiongate.core.segments import Role
+
+    store = SQLiteStore.open(tmp_path / "g.db")
+    db = store.connection
+    _, s1 = await store.create_key("k", "alice", ids.new(), NOW)
+    await store.append_message(s1.session_id, role=Role.USER, content="heron facts", now=NOW)
+    indexed = "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'heron'"
+    assert db.execute(indexed).fetchone()[0] == 0  # latest: not indexed yet
+    await store.rotate(
+        "k",
+        expected_latest=s1.session_id,
+        new_session_id=ids.new(),
+        reason=RotationReason.MANUAL,
+        now=NOW,
+    )
+    assert db.execute(indexed).fetchone()[0] == 1  # archived: searchable
+    latest = await store.latest_segment("k")
+    await store.append_message(latest.session_id, role=Role.USER, content="heron", now=NOW)
+    db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+    await store.delete_key("k")
+    assert db.execute(indexed).fetchone()[0] == 0
+    db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+    await store.close()
+
+
+def test_migration_3_unindexes_latest_segments_of_an_existing_database(tmp_path: Path) -> None:
+    from sessiongate.store import migrations
+
+    db = sqlite3.connect(tmp_path / "h.db", isolation_level=None)
+    db.execute("PRAGMA foreign_keys = ON")
+    all_known = migrations.load_migrations("sqlite")
+    original = migrations.load_migrations
+    migrations.load_migrations = lambda dialect: all_known[:2]  # type: ignore[assignment]
+    try:
+        migrations.apply_sqlite_migrations(db)
+    finally:
+        migrations.load_migrations = original  # type: ignore[assignment]
+    db.execute("BEGIN")
+    db.execute(
+        "INSERT INTO segments (session_id, key, created_at, context_started_at,"
+        " last_activity_at) VALUES ('s1', 'k', 0, 0, 0)"
+    )
+    db.execute(
+        "INSERT INTO session_keys (key, owner, latest_session_id, created_at)"
+        " VALUES ('k', 'a', 's1', 0)"
+    )
+    db.execute(
+        "INSERT INTO messages (segment_id, seq, role, content, status, created_at)"
+        " VALUES ('s1', 1, 'user', 'pelican', 'complete', 0)"
+    )
+    db.execute("COMMIT")
+    match = "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'pelican'"
+    assert db.execute(match).fetchone()[0] == 1  # v2 indexed on append
+    migrations.apply_sqlite_migrations(db)
+    assert db.execute(match).fetchone()[0] == 0
+    db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")

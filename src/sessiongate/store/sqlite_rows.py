@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sessiongate.core.segments import (
@@ -26,6 +26,10 @@ SEGMENT_COLUMNS = (
     " s.created_reason, (k.latest_session_id IS NOT NULL) AS is_latest"
 )
 SEGMENT_FROM = "FROM segments s LEFT JOIN session_keys k ON k.latest_session_id = s.session_id"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Dictionary lookups: cheaper than calling the enum on every row of a context load.
+_ROLES = {r.value: r for r in Role}
+_STATUSES = {s.value: s for s in MessageStatus}
 MESSAGE_COLUMNS = "segment_id, seq, role, content, status, metadata, created_at"
 
 
@@ -37,7 +41,7 @@ def to_micros(instant: datetime) -> int:
 
 
 def from_micros(value: int) -> datetime:
-    return datetime.fromtimestamp(value // 1_000_000, UTC).replace(microsecond=value % 1_000_000)
+    return _EPOCH + timedelta(microseconds=value)
 
 
 def opt_micros(value: int | None) -> datetime | None:
@@ -138,14 +142,15 @@ def segment_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Segment:
 
 
 def message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
+    metadata = row[5]
     return Message(
         session_id=row[0],
         seq=row[1],
-        role=Role(row[2]),
+        role=_ROLES[row[2]],
         content=row[3],
-        status=MessageStatus(row[4]),
-        created_at=from_micros(row[6]),
-        metadata=json.loads(row[5]),
+        status=_STATUSES[row[4]],
+        created_at=_EPOCH + timedelta(microseconds=row[6]),
+        metadata={} if metadata == "{}" else json.loads(metadata),
     )
 
 
