@@ -40,6 +40,8 @@ class ServerConfig(_Section):
     port: int = Field(8080, ge=0, le=65535)
     #: A WebSocket must send its API key as the first frame within this time.
     ws_auth_timeout: Duration = timedelta(seconds=10)
+    #: One log line per HTTP request (uvicorn's access log); turns are logged regardless.
+    access_log: bool = False
 
 
 class CompatConfig(_Section):

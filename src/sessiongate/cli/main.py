@@ -101,6 +101,7 @@ def serve(
         host=host or settings.server.host,
         port=port if port is not None else settings.server.port,
         log_level="info",
+        access_log=settings.server.access_log,
         ws_max_size=settings.limits.max_body_bytes,
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 
@@ -63,7 +63,15 @@ class ErrorEvent:
 TurnEvent = StartEvent | RotationEvent | ContextLogEvent | TokenEvent | EndEvent | ErrorEvent
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def event_to_dict(event: TurnEvent) -> dict[str, Any]:
+    """The wire form. Events are flat, so a shallow copy of the fields is enough (and far
+    cheaper than `dataclasses.asdict`, which deep-copies: this runs once per token)."""
     if isinstance(event, RotationEvent):
         return event.to_dict()
-    return asdict(event)
+    names = _FIELD_NAMES.get(type(event))
+    if names is None:
+        names = _FIELD_NAMES[type(event)] = tuple(f.name for f in fields(event))
+    return {name: getattr(event, name) for name in names}

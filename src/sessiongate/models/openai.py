@@ -7,9 +7,12 @@ already reached the client, after which retrying would silently restart the answ
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Any, cast
+from typing import TypeGuard
 
+import anyio
+import httpx2
 import openai
 
 from sessiongate.config import ModelConfig
@@ -32,6 +35,20 @@ from sessiongate.models.retry import (
     timeout_error,
     unexpected_failure,
 )
+
+# Reading the raw stream, transport errors arrive unwrapped by the SDK.
+_TIMEOUTS = (openai.APITimeoutError, httpx2.TimeoutException)
+_DROPS = (
+    openai.APIConnectionError,
+    StreamTruncated,
+    httpx2.TransportError,
+    anyio.EndOfStream,
+    OSError,
+)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class OpenAIChatModel:
@@ -84,25 +101,37 @@ class OpenAIChatModel:
         await self._client.close()
 
     async def _attempt(self, wire: list[dict[str, str]]) -> AsyncGenerator[ModelChunk, None]:
-        stream = await self._client.chat.completions.create(
+        # The SDK sends the request (auth, base URL, timeouts, typed status errors), but the
+        # body goes in `extra_body` and the SSE lines are parsed here: its per-message
+        # request transform and per-chunk model construction cost ~0.17 ms each, which at a
+        # 50-message window was most of the gateway's CPU per turn (bench/gateway_load.py).
+        request = self._client.chat.completions.with_streaming_response.create(
             model=self.model,
-            messages=cast(Any, wire),
+            messages=[],
             stream=True,
-            stream_options={"include_usage": True},
+            extra_body={"messages": wire, "stream_options": {"include_usage": True}},
         )
         parts: list[str] = []
         usage: Usage | None = None
         finished = False
-        try:
-            async for chunk in stream:
+        async with request as response:
+            async for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank separators, comments, `event:` lines
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                if isinstance(chunk, dict) and "error" in chunk:
+                    raise openai.APIError(
+                        "error in stream", response.http_request, body=chunk["error"]
+                    )
                 text, chunk_usage, chunk_finished = self._read_chunk(chunk)
                 usage = chunk_usage or usage
                 finished = finished or chunk_finished
                 if text:
                     parts.append(text)
                     yield TextDelta(text)
-        finally:
-            await stream.close()
         if not finished and not parts:
             # An empty body with neither text nor a finish_reason is not an answer.
             raise StreamTruncated
@@ -114,24 +143,28 @@ class OpenAIChatModel:
         yield usage
 
     def _read_chunk(self, chunk: object) -> tuple[str, Usage | None, bool]:
-        """`(text, usage, finished)` from one chunk, checked by hand: the SDK builds chunks
-        without validation, so a wrong shape would otherwise surface as an AttributeError."""
-        choices = getattr(chunk, "choices", None)
+        """`(text, usage, finished)` from one decoded chunk, its shape checked by hand."""
+        if not isinstance(chunk, dict):
+            raise bad_response(self.label, "a chunk that is not a JSON object")
+        choices = chunk.get("choices")
         if not isinstance(choices, list):
             raise bad_response(self.label, "a chunk without a choices list")
         text, finished = "", False
         for choice in choices[:1]:  # n=1: the first choice is the answer
-            content = getattr(getattr(choice, "delta", None), "content", None)
+            if not isinstance(choice, dict):
+                raise bad_response(self.label, "a choice that is not an object")
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
             if content is not None and not isinstance(content, str):
                 raise bad_response(self.label, "delta.content is not a string")
             text = content or ""
-            finished = getattr(choice, "finish_reason", None) is not None
-        raw = getattr(chunk, "usage", None)
+            finished = choice.get("finish_reason") is not None
+        raw = chunk.get("usage")
         if raw is None:
             return text, None, finished
-        prompt = getattr(raw, "prompt_tokens", None)
-        completion = getattr(raw, "completion_tokens", None)
-        if not isinstance(prompt, int) or not isinstance(completion, int):
+        prompt = raw.get("prompt_tokens") if isinstance(raw, dict) else None
+        completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
+        if not _is_int(prompt) or not _is_int(completion):
             raise bad_response(self.label, "usage without integer token counts")
         return text, Usage(prompt_tokens=prompt, completion_tokens=completion), finished
 
@@ -142,9 +175,9 @@ class OpenAIChatModel:
             return status_failure(
                 label, exc.status_code, exc.response.headers, detail, self._key_hint
             )
-        if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc, _TIMEOUTS):
             return Failure(timeout_error(label, started=started))
-        if isinstance(exc, openai.APIConnectionError | StreamTruncated):
+        if isinstance(exc, _DROPS):
             return connection_failure(label, started=started)
         if isinstance(exc, openai.APIError):  # an error object inside the stream
             kind, detail = error_detail(exc.body, self._key)

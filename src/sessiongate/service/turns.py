@@ -298,10 +298,15 @@ class TurnService:
                 async for chunk in model.stream(wire):
                     if isinstance(chunk, TextDelta):
                         if chunk.text:
-                            if not parts:
+                            first = not parts
+                            if first:
                                 handle.first_token_seconds = time.perf_counter() - asked
                             parts.append(chunk.text)
                             handle.emit(TokenEvent(chunk.text))
+                            if first:
+                                # Let the transport send the first token now, even when
+                                # the rest of the reply is already buffered.
+                                await asyncio.sleep(0)
                     else:
                         usage = chunk
             except ModelError as exc:
