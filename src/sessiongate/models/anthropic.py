@@ -22,13 +22,12 @@ from sessiongate.models.retry import (
     Failure,
     RetryPolicy,
     StreamTruncated,
-    api_key_for,
     bad_response,
     connection_failure,
     error_detail,
     error_event_failure,
     key_hint,
-    require_model,
+    sdk_adapter_kwargs,
     status_failure,
     stream_with_retries,
     timeout_error,
@@ -105,16 +104,7 @@ class AnthropicModel:
 
     @classmethod
     def from_config(cls, name: str, config: ModelConfig) -> AnthropicModel:
-        return cls(
-            name,
-            model=require_model(name, config),
-            base_url=config.base_url or None,
-            api_key=api_key_for(name, config),
-            api_key_env=config.api_key_env,
-            connect_timeout=config.connect_timeout.total_seconds(),
-            read_timeout=config.read_timeout.total_seconds(),
-            max_retries=config.max_retries,
-        )
+        return cls(name, **sdk_adapter_kwargs(name, config))
 
     def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
         system, turns = to_anthropic(messages)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import os
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
@@ -17,12 +18,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import structlog
-
 from sessiongate.config import ConfigError, ModelConfig
 from sessiongate.errors import ModelError
 
-log = structlog.get_logger("sessiongate.models")
+log = logging.getLogger("sessiongate.models")
 
 T = TypeVar("T")
 
@@ -101,7 +100,10 @@ async def stream_with_retries(
             raise failure.error from None
         wait = policy.delay(retries, failure.retry_after)
         retries += 1
-        log.warning("model_retry", model=label, code=failure.error.code, retry=retries, wait_s=wait)
+        log.warning(
+            "model_retry",
+            extra={"model": label, "code": failure.error.code, "retry": retries, "wait_s": wait},
+        )
         await sleep(wait)
 
 
@@ -266,3 +268,16 @@ def require_model(name: str, config: ModelConfig) -> str:
             f"models.{name}.model: provider {config.provider!r} needs the model name to request"
         )
     return config.model
+
+
+def sdk_adapter_kwargs(name: str, config: ModelConfig) -> dict[str, Any]:
+    """The constructor arguments the SDK adapters share, from one `[models.<name>]`."""
+    return {
+        "model": require_model(name, config),
+        "base_url": config.base_url or None,
+        "api_key": api_key_for(name, config),
+        "api_key_env": config.api_key_env,
+        "connect_timeout": config.connect_timeout.total_seconds(),
+        "read_timeout": config.read_timeout.total_seconds(),
+        "max_retries": config.max_retries,
+    }
