@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import TypeGuard
+from typing import TypeGuard, cast
 
+import aiohttp
 import anyio
 import httpx2
 import openai
+from openai._constants import RAW_RESPONSE_HEADER
 
 from sessiongate.config import ModelConfig
 from sessiongate.core.context import estimate_tokens
@@ -42,8 +44,20 @@ _DROPS = (
     StreamTruncated,
     httpx2.TransportError,
     anyio.EndOfStream,
+    aiohttp.ClientError,
     OSError,
 )
+
+
+def _refused(exc: BaseException) -> bool:
+    """A connect "timeout" whose cause is a refused or reset connection: the aiohttp
+    transport reports an absent server as ConnectTimeout, which is not a slow server."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -70,11 +84,15 @@ class OpenAIChatModel:
         self._key = api_key
         self._key_hint = key_hint(name, api_key_env)
         self._policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
+        timeout = openai.Timeout(read_timeout, connect=connect_timeout)
         self._client = openai.AsyncOpenAI(
             api_key=api_key,
             base_url=base_url,
-            timeout=openai.Timeout(read_timeout, connect=connect_timeout),
+            timeout=timeout,
             max_retries=0,
+            # The SDK's aiohttp transport: far less CPU per streamed reply than its
+            # default HTTP stack when many sessions stream at once (bench/gateway_load.py).
+            http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
 
     @classmethod
@@ -91,20 +109,30 @@ class OpenAIChatModel:
         await self._client.close()
 
     async def _attempt(self, wire: list[dict[str, str]]) -> AsyncGenerator[ModelChunk, None]:
-        # The SDK sends the request (auth, base URL, timeouts, typed status errors), but the
-        # body goes in `extra_body` and the SSE lines are parsed here: its per-message
-        # request transform and per-chunk model construction cost ~0.17 ms each, which at a
-        # 50-message window was most of the gateway's CPU per turn (bench/gateway_load.py).
-        request = self._client.chat.completions.with_streaming_response.create(
-            model=self.model,
-            messages=[],
-            stream=True,
-            extra_body={"messages": wire, "stream_options": {"include_usage": True}},
+        # The SDK sends the request (auth, base URL, timeouts, typed status errors) through
+        # its generic `post` with the raw-stream header its `with_streaming_response` uses,
+        # and the SSE lines are parsed here: the typed `create` path transforms every
+        # message and builds a model per chunk, ~0.17 ms each, which at a 50-message window
+        # was most of the gateway's CPU per turn (bench/gateway_load.py).
+        payload = {
+            "model": self.model,
+            "messages": wire,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        response = cast(
+            openai.AsyncAPIResponse[object],
+            await self._client.post(
+                "/chat/completions",
+                body=payload,
+                cast_to=object,
+                options={"headers": {RAW_RESPONSE_HEADER: "stream"}},
+            ),
         )
         parts: list[str] = []
         usage: Usage | None = None
         finished = False
-        async with request as response:
+        try:
             async for line in response.iter_lines():
                 if not line.startswith("data:"):
                     continue  # blank separators, comments, `event:` lines
@@ -122,6 +150,8 @@ class OpenAIChatModel:
                 if text:
                     parts.append(text)
                     yield TextDelta(text)
+        finally:
+            await response.close()
         if not finished and not parts:
             # An empty body with neither text nor a finish_reason is not an answer.
             raise StreamTruncated
@@ -165,7 +195,7 @@ class OpenAIChatModel:
             return status_failure(
                 label, exc.status_code, exc.response.headers, detail, self._key_hint
             )
-        if isinstance(exc, _TIMEOUTS):
+        if isinstance(exc, _TIMEOUTS) and not _refused(exc):
             return Failure(timeout_error(label, started=started))
         if isinstance(exc, _DROPS):
             return connection_failure(label, started=started)
