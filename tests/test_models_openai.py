@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -30,6 +31,17 @@ MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "conten
 OK = Reply(events=openai_events(["Hello", ",", " world"]))
 
 
+_OPENED: list[OpenAIChatModel] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_models() -> AsyncIterator[None]:
+    """Each adapter owns an aiohttp session; close the ones a test made."""
+    yield
+    while _OPENED:
+        await _OPENED.pop().aclose()
+
+
 def model_for(server: FakeServer, **overrides: Any) -> OpenAIChatModel:
     options: dict[str, Any] = {
         "model": "fake-model",
@@ -39,7 +51,9 @@ def model_for(server: FakeServer, **overrides: Any) -> OpenAIChatModel:
         "max_retries": 2,
         "base_delay": 0.01,
     }
-    return OpenAIChatModel("fake", **(options | overrides))
+    model = OpenAIChatModel("fake", **(options | overrides))
+    _OPENED.append(model)
+    return model
 
 
 async def test_streams_tokens_and_the_servers_usage() -> None:
@@ -186,6 +200,7 @@ async def test_a_server_that_is_not_there_is_unavailable_after_retries() -> None
     model = OpenAIChatModel(
         "gone", model="m", base_url=f"http://127.0.0.1:{closed_port()}/v1", base_delay=0.01
     )
+    _OPENED.append(model)
     outcome = await consume(model, MESSAGES)
     assert outcome.error is not None
     assert outcome.error.code == "model_unavailable" and outcome.error.retryable
