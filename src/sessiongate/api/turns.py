@@ -11,7 +11,7 @@ from sessiongate.api.errors import error_response
 from sessiongate.api.sse import collect_reply, sse_frame
 from sessiongate.core.events import ErrorEvent, TurnEvent
 from sessiongate.service.engine import Engine
-from sessiongate.service.turns import InboundTurn
+from sessiongate.service.turns import InboundTurn, TurnHandle
 
 #: Status for a turn that failed before it produced anything, by error code.
 _FAILED_TURN_STATUS = {"session_not_found": 404, "latest_moved": 409, "segment_immutable": 409}
@@ -36,11 +36,14 @@ async def run_http_turn(engine: Engine, inbound: InboundTurn, *, stream: bool) -
         return JSONResponse(body)
     headers = {**SSE_HEADERS, "X-Session-Key": inbound.key}
     return StreamingResponse(
-        _frames(first, events), media_type="text/event-stream", headers=headers
+        _frames(first, events, handle), media_type="text/event-stream", headers=headers
     )
 
 
-async def _frames(first: TurnEvent, rest: AsyncIterator[TurnEvent]) -> AsyncIterator[bytes]:
+async def _frames(
+    first: TurnEvent, rest: AsyncIterator[TurnEvent], handle: TurnHandle
+) -> AsyncIterator[bytes]:
     yield sse_frame(first)
     async for event in rest:
-        yield sse_frame(event)
+        # One write for the event and whatever else is already queued behind it.
+        yield b"".join([sse_frame(event), *(sse_frame(e) for e in handle.ready())])

@@ -74,6 +74,18 @@ class TurnHandle:
         while (event := await self._queue.get()) is not None:
             yield event
 
+    def ready(self) -> list[TurnEvent]:
+        """The events already queued, without waiting: lets a transport write a burst of
+        tokens in one send. Stops at the end of the stream (leaving the marker queued)."""
+        batch: list[TurnEvent] = []
+        while not self._queue.empty():
+            event = self._queue.get_nowait()
+            if event is None:
+                self._queue.put_nowait(None)
+                break
+            batch.append(event)
+        return batch
+
     def cancel(self) -> None:
         if self.task is not None:
             self.task.cancel()
