@@ -49,6 +49,20 @@ _DROPS = (
 )
 
 
+async def _data_lines(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The payloads of SSE `data:` lines, split from raw bytes (cheaper than the client's
+    text decoding, which re-detects the charset for every network chunk)."""
+    pending = b""
+    async for piece in body:
+        pending += piece
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip()
+    if pending.startswith(b"data:"):
+        yield pending[5:].strip()
+
+
 def _refused(exc: BaseException) -> bool:
     """A connect "timeout" whose cause is a refused or reset connection: the aiohttp
     transport reports an absent server as ConnectTimeout, which is not a slow server."""
@@ -133,11 +147,8 @@ class OpenAIChatModel:
         usage: Usage | None = None
         finished = False
         try:
-            async for line in response.iter_lines():
-                if not line.startswith("data:"):
-                    continue  # blank separators, comments, `event:` lines
-                data = line[5:].strip()
-                if data == "[DONE]":
+            async for data in _data_lines(response.http_response.aiter_bytes()):
+                if data == b"[DONE]":
                     break
                 chunk = json.loads(data)
                 if isinstance(chunk, dict) and "error" in chunk:
