@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -221,10 +222,15 @@ class TurnService:
                 }
                 for f in fragments
             ]
-        await sessions.store.append_message(
+        message = await sessions.store.append_message(
             segment.session_id, role=Role.USER, content=content, now=now, metadata=user_metadata
         )
-        segment = await sessions.store.latest_segment(record.key)
+        # The segment as the store now has it, without reading it back.
+        segment = replace(
+            segment,
+            message_count=message.seq,
+            last_activity_at=max(segment.last_activity_at, message.created_at),
+        )
         context = await self._assemble(agent, segment, fragments)
         await self._reply(record, agent, segment, context, handle)
 
