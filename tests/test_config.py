@@ -79,3 +79,12 @@ def test_bad_config_names_the_field(tmp_path: Path, toml: str, message: str) -> 
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(tmp_path / "absent.toml")
+
+
+def test_seed_socket_agents_must_exist(tmp_path: Path) -> None:
+    from sessiongate.config import Settings
+    from sessiongate.service.engine import build_engine
+
+    settings = Settings(data_dir=tmp_path, compat={"claude_agent": "jarvis"})
+    with pytest.raises(ConfigError, match=r"compat\.claude_agent"):
+        build_engine(settings)

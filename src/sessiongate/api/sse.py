@@ -6,11 +6,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sessiongate.core.events import TurnEvent, event_to_dict
+from sessiongate.core.events import TokenEvent, TurnEvent, event_to_dict
 from sessiongate.service.turns import TurnHandle
 
 
 def sse_frame(event: TurnEvent) -> bytes:
+    if isinstance(event, TokenEvent):  # the frame sent most often: no dict to build
+        content = json.dumps(event.content, ensure_ascii=False)
+        return f'event: token\ndata: {{"content":{content},"type":"token"}}\n\n'.encode()
     data = json.dumps(event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
     return f"event: {event.type}\ndata: {data}\n\n".encode()
 

@@ -81,6 +81,10 @@ def build_engine(
         agents = build_profiles(settings, config_dir)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    for field in ("claude_agent", "codex_agent"):
+        bound = getattr(settings.compat, field)
+        if bound not in agents:
+            raise ConfigError(f"compat.{field}: no agent named {bound!r} (have: {sorted(agents)})")
     store = SQLiteStore.open(settings.sqlite_path, synchronous=settings.database.synchronous)
     sessions = SessionService(
         store,
