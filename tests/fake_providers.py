@@ -19,11 +19,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sessiongate.config import Settings
+from sessiongate.core.segments import Role
 from sessiongate.errors import ModelError
 from sessiongate.models.base import ReplyModel, TextDelta, Usage, WireMessage
+from sessiongate.service.engine import Engine, build_engine
 
 
 @dataclass(frozen=True)
@@ -279,3 +283,23 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+def engine_for(tmp_path: Path, model: dict[str, Any]) -> Engine:
+    """An engine whose main agent uses `model`, with `offline` as its fallback."""
+    return build_engine(
+        Settings(
+            data_dir=tmp_path,
+            models={"m": model},
+            agents={"defaults": {"model": "m", "fallback_models": ["offline"]}},
+            lifecycle={"timezone": "UTC"},
+        )
+    )
+
+
+async def assistant_message(engine: Engine, key: str = "chat:alice") -> tuple[str, dict[str, Any]]:
+    """The one assistant message of the key's latest segment: content and metadata."""
+    segment = await engine.store.latest_segment(key)
+    messages = await engine.store.list_messages(segment.session_id)
+    (reply,) = [m for m in messages if m.role is Role.ASSISTANT]
+    return reply.content, reply.metadata

@@ -65,6 +65,7 @@ def test_config_check_reports_bad_fields(tmp_path: Path) -> None:
     assert "lifecycle.timezone" in result.stderr
     good = run("config", "check", cwd=tmp_path)
     assert good.returncode == 0 and "configuration is valid" in good.stdout
+    assert '"idle_window": "12h"' in good.stdout  # durations shown as they are written
 
 
 def test_unknown_key_is_a_clean_error(tmp_path: Path) -> None:

@@ -11,63 +11,35 @@ from tests.gateway import gateway_settings, running_gateway
 from tests.helpers import ScriptedModel
 
 
+def chat(url: str, api_key: str, typed: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the chat client as a user would, typing `typed` at its prompt."""
+    env = {**os.environ, "COLUMNS": "200", "SESSIONGATE_API_KEY": api_key}
+    return subprocess.run(
+        [sys.executable, "-m", "sessiongate.cli.main", "chat", "--url", url, *args],
+        input=typed,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+
+
 def test_chat_streams_replies_and_shows_new_segments(tmp_path: Path) -> None:
     with running_gateway(gateway_settings(tmp_path), {"scripted": ScriptedModel()}) as gw:
-        env = {**os.environ, "COLUMNS": "200", "SESSIONGATE_API_KEY": gw.keys["alice"]}
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sessiongate.cli.main",
-                "chat",
-                "--url",
-                gw.url,
-                "--key",
-                "cli:chat",
-            ],
-            input="hello there\n/new\nsecond topic\n",
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-            check=False,
+        result = chat(
+            gw.url, gw.keys["alice"], "hello there\n/new\nsecond topic\n", "--key", "cli:chat"
         )
         assert result.returncode == 0, result.stderr
         assert "reply to: hello there" in result.stdout
         assert "new segment (manual)" in result.stdout
         assert "reply to: second topic" in result.stdout
         # Reconnecting shows the history of the latest segment.
-        again = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sessiongate.cli.main",
-                "chat",
-                "--url",
-                gw.url,
-                "--key",
-                "cli:chat",
-            ],
-            input="",
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-            check=False,
-        )
+        again = chat(gw.url, gw.keys["alice"], "", "--key", "cli:chat")
         assert "second topic" in again.stdout and "hello there" not in again.stdout
 
 
 def test_chat_reports_a_bad_key(tmp_path: Path) -> None:
     with running_gateway(gateway_settings(tmp_path), {"scripted": ScriptedModel()}) as gw:
-        env = {**os.environ, "SESSIONGATE_API_KEY": "sg_AAAAAAAAAAAA_" + "x" * 43}
-        result = subprocess.run(
-            [sys.executable, "-m", "sessiongate.cli.main", "chat", "--url", gw.url],
-            input="hi\n",
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-            check=False,
-        )
+        result = chat(gw.url, "sg_AAAAAAAAAAAA_" + "x" * 43, "hi\n")
         assert "invalid_api_key" in result.stdout

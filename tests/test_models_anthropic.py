@@ -7,16 +7,17 @@ from typing import Any
 
 import pytest
 
-from sessiongate.config import ConfigError, ModelConfig, Settings
-from sessiongate.core.segments import Role
+from sessiongate.config import ConfigError, ModelConfig
 from sessiongate.models.anthropic import LEADING_USER_PLACEHOLDER, AnthropicModel, to_anthropic
-from sessiongate.service.engine import Engine, build_engine, build_reply_model
+from sessiongate.service.engine import build_reply_model
 from tests.fake_providers import (
     FakeServer,
     Reply,
     anthropic_error,
     anthropic_events,
+    assistant_message,
     consume,
+    engine_for,
     sse,
 )
 from tests.helpers import collect, types
@@ -199,24 +200,6 @@ async def test_a_first_byte_that_never_comes_times_out() -> None:
 def test_config_needs_a_model_name() -> None:
     with pytest.raises(ConfigError, match=r"models\.c\.model"):
         build_reply_model("c", ModelConfig(provider="anthropic"))
-
-
-def engine_for(tmp_path: Path, model: dict[str, Any]) -> Engine:
-    return build_engine(
-        Settings(
-            data_dir=tmp_path,
-            models={"m": model},
-            agents={"defaults": {"model": "m", "fallback_models": ["offline"]}},
-            lifecycle={"timezone": "UTC"},
-        )
-    )
-
-
-async def assistant_message(engine: Engine) -> tuple[str, dict[str, Any]]:
-    segment = await engine.store.latest_segment("chat:alice")
-    messages = await engine.store.list_messages(segment.session_id)
-    (reply,) = [m for m in messages if m.role is Role.ASSISTANT]
-    return reply.content, reply.metadata
 
 
 async def test_a_turn_through_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,16 +10,17 @@ from typing import Any
 
 import pytest
 
-from sessiongate.config import ConfigError, ModelConfig, Settings
-from sessiongate.core.segments import Role
+from sessiongate.config import ConfigError, ModelConfig
 from sessiongate.models.openai import OpenAIChatModel
 from sessiongate.models.retry import RetryPolicy, parse_retry_after
-from sessiongate.service.engine import Engine, build_engine, build_reply_model
+from sessiongate.service.engine import build_reply_model
 from tests.fake_providers import (
     FakeServer,
     Reply,
+    assistant_message,
     closed_port,
     consume,
+    engine_for,
     openai_chunk,
     openai_error,
     openai_events,
@@ -240,24 +241,6 @@ def test_config_names_a_missing_key_variable_without_guessing(
     config = ModelConfig(provider="openai", model="m", api_key_env="SG_TEST_MISSING_KEY")
     with pytest.raises(ConfigError, match="SG_TEST_MISSING_KEY"):
         build_reply_model("m", config)
-
-
-def engine_for(tmp_path: Path, model: dict[str, Any]) -> Engine:
-    return build_engine(
-        Settings(
-            data_dir=tmp_path,
-            models={"m": model},
-            agents={"defaults": {"model": "m", "fallback_models": ["offline"]}},
-            lifecycle={"timezone": "UTC"},
-        )
-    )
-
-
-async def assistant_message(engine: Engine) -> tuple[str, dict[str, Any]]:
-    segment = await engine.store.latest_segment("chat:alice")
-    messages = await engine.store.list_messages(segment.session_id)
-    (reply,) = [m for m in messages if m.role is Role.ASSISTANT]
-    return reply.content, reply.metadata
 
 
 async def test_a_turn_through_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,11 +10,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sessiongate.core.rotation import LifecycleMode, LifecyclePolicy, SemanticPolicy
-from sessiongate.durations import parse_duration, parse_optional_duration
+from sessiongate.durations import format_duration, parse_duration, parse_optional_duration
 
 CONFIG_ENV = "SESSIONGATE_CONFIG"
 
@@ -27,8 +35,15 @@ def _optional_duration(value: Any) -> Any:
     return parse_optional_duration(value) if isinstance(value, str) else value
 
 
-Duration = Annotated[timedelta, BeforeValidator(_duration)]
-OptionalDuration = Annotated[timedelta | None, BeforeValidator(_optional_duration)]
+# Shown (e.g. by `config check`) in the same form they are written: 12h, 10m, off.
+Duration = Annotated[
+    timedelta, BeforeValidator(_duration), PlainSerializer(format_duration, when_used="json")
+]
+OptionalDuration = Annotated[
+    timedelta | None,
+    BeforeValidator(_optional_duration),
+    PlainSerializer(format_duration, when_used="json"),
+]
 
 
 class _Section(BaseModel):

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sessiongate.api.auth import CurrentUser, caller_for, route_key
 from sessiongate.api.errors import error_response
 from sessiongate.api.sse import collect_reply
-from sessiongate.api.turns import SSE_HEADERS
+from sessiongate.api.turns import SSE_HEADERS, begin_turn, failed_turn_status
 from sessiongate.core.events import EndEvent, ErrorEvent, RotationEvent, TokenEvent, TurnEvent
 from sessiongate.errors import InvalidContent
 from sessiongate.service.engine import Engine
@@ -80,21 +80,16 @@ async def chat_completions(
         raise InvalidContent("the last message must be the user's new message")
     key = x_session_key or route_key(user)
     inbound = InboundTurn(key, caller_for(user), _text(body.messages[-1]), agent=body.model)
-    await engine.sessions.check_writable(key, inbound.caller)
-    handle = engine.turns.start_turn(inbound)
-    events = handle.events()
-    first = await anext(events)
-    if isinstance(first, ErrorEvent):
-        return error_response(
-            404 if first.code == "session_not_found" else 502, first.code, first.message
-        )
+    handle, first, events = await begin_turn(engine, inbound)
     completion_id = f"chatcmpl-{handle.turn_id}"
     created = int(time.time())
     headers = {"X-Session-Key": key, "X-Session-Id": getattr(first, "session_id", "")}
     if not body.stream:
         result = await collect_reply(handle, [first], events)
         if "error" in result:
-            return error_response(502, result["error"]["code"], result["error"]["message"])
+            error = result["error"]
+            status = failed_turn_status(error["code"])
+            return error_response(status, error["code"], error["message"])
         usage = result.get("usage") or {}
         return JSONResponse(
             {

@@ -13,7 +13,6 @@ from zoneinfo import ZoneInfo
 
 from sessiongate.core.segments import RotationReason, Segment, SegmentStatus
 
-NEW_COMMAND = "/new"
 _NEW_RE = re.compile(r"\s*/new(?:\s+(?P<rest>.*))?", re.DOTALL)
 
 

@@ -163,12 +163,14 @@ class SessionService:
     async def rotate_now(self, key: str, caller: Caller) -> tuple[Segment, RotationRecord | None]:
         """`/new` by API. A key seen for the first time is simply created."""
         async with self.locks.hold(key):
-            existed = await self.store.get_key(key) is not None
-            _, segment = await self.open_key(key, caller)
-            if not existed:
+            record = await self.store.get_key(validate_session_key(key))
+            if record is None:
+                now = self.clock.now()
+                _, segment = await self.store.create_key(key, caller.name, self.ids.new(), now)
                 return segment, None
-            record = await self.store.get_key(key)
-            assert record is not None
+            if record.owner != caller.name:
+                raise SessionNotFound(f"no session with key {key!r}")
+            segment = await self.store.latest_segment(key)
             action = manual_action(self.policy_for(record))
             return await self.apply(key, segment, action, self.clock.now())
 
