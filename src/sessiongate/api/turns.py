@@ -37,6 +37,8 @@ async def begin_turn(
 ) -> tuple[TurnHandle, TurnEvent, AsyncIterator[TurnEvent]]:
     """Start a turn and wait for its first event, so a failure before the stream begins
     becomes an ordinary error status instead of a 200 with an error event."""
+    # The turn checks ownership again under the key's lock; checking first keeps another
+    # user's request from ever queueing behind the owner's turns.
     await engine.sessions.check_writable(inbound.key, inbound.caller)
     handle = engine.turns.start_turn(inbound)  # bad input raises here, as a 4xx
     events = handle.events()
