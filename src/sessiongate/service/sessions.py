@@ -19,7 +19,9 @@ from sessiongate.core.rotation import ActionKind, LifecycleAction, LifecyclePoli
 from sessiongate.core.segments import (
     KeySummary,
     Message,
+    MessageStatus,
     RecallFragment,
+    Role,
     RotationReason,
     RotationRecord,
     Segment,
@@ -34,6 +36,7 @@ from sessiongate.errors import (
     SessionNotFound,
 )
 from sessiongate.service.locks import KeyLocks
+from sessiongate.service.thread_cache import ThreadCache
 from sessiongate.store.base import Store
 from sessiongate.store.exchange import export_lines, parse_lines
 
@@ -73,6 +76,7 @@ class SessionService:
         self.policy = policy
         self.locks = locks
         self.max_content_chars = max_content_chars
+        self.threads = ThreadCache()
         self._listeners: list[RotationListener] = []
 
     # -- hooks ------------------------------------------------------------------
@@ -126,6 +130,37 @@ class SessionService:
                 else:
                     merged[name] = value
             return await self.store.set_overrides(key, merged)
+
+    async def thread_tail(
+        self, key: str, segment: Segment, limit: int, *, remember: bool = True
+    ) -> list[Message]:
+        """The newest `limit` messages of the segment's thread, from the cache when the
+        store's view of the segment still matches it. `remember=False` reads without
+        replacing the cached window (a smaller read would shrink it)."""
+        cached = self.threads.get(key, segment, limit)
+        if cached is not None:
+            return cached
+        messages = await self.store.thread_tail(segment, limit)
+        if remember:
+            self.threads.put(key, segment, limit, messages)
+        return messages
+
+    async def append_message(
+        self,
+        key: str,
+        session_id: str,
+        *,
+        role: Role,
+        content: str,
+        now: datetime,
+        status: MessageStatus = MessageStatus.COMPLETE,
+        metadata: dict[str, Any] | None = None,
+    ) -> Message:
+        message = await self.store.append_message(
+            session_id, role=role, content=content, now=now, status=status, metadata=metadata
+        )
+        self.threads.appended(key, message)
+        return message
 
     async def open_key(self, key: str, caller: Caller) -> tuple[SessionKeyRecord, Segment]:
         """Resolve a key for writing, creating it (with its first segment) when new."""
@@ -258,6 +293,7 @@ class SessionService:
         if not (keep_owner and caller.admin):
             records.key = SessionKeyRecord(**{**_record_fields(records.key), "owner": caller.name})
         async with self.locks.hold(records.key.key):
+            self.threads.drop(records.key.key)
             await self.store.import_chain(records)
         record = await self.store.get_key(records.key.key)
         assert record is not None
@@ -268,6 +304,7 @@ class SessionService:
             record = await self.store.get_key(validate_session_key(key))
             if record is None or (record.owner != caller.name and not caller.admin):
                 raise SessionNotFound(f"no session with key {key!r}")
+            self.threads.drop(key)
             await self.store.delete_key(key)
 
 

@@ -135,7 +135,7 @@ class TurnService:
         record = await self.sessions.owned_key(key, caller, write=False)
         agent = pick_agent(dict(self.agents), agent_name)
         segment = await self.sessions.store.latest_segment(record.key)
-        return await self._assemble(agent, segment, ())
+        return await self._assemble(record.key, agent, segment, ())
 
     # -- the turn ---------------------------------------------------------------
 
@@ -222,8 +222,13 @@ class TurnService:
                 }
                 for f in fragments
             ]
-        message = await sessions.store.append_message(
-            segment.session_id, role=Role.USER, content=content, now=now, metadata=user_metadata
+        message = await sessions.append_message(
+            record.key,
+            segment.session_id,
+            role=Role.USER,
+            content=content,
+            now=now,
+            metadata=user_metadata,
         )
         # The segment as the store now has it, without reading it back.
         segment = replace(
@@ -231,7 +236,7 @@ class TurnService:
             message_count=message.seq,
             last_activity_at=max(segment.last_activity_at, message.created_at),
         )
-        context = await self._assemble(agent, segment, fragments)
+        context = await self._assemble(record.key, agent, segment, fragments)
         await self._reply(record, agent, segment, context, handle)
 
     async def _semantic_decision(
@@ -251,7 +256,8 @@ class TurnService:
             agent.control_model,
             agent.control_fallback_models,
         )
-        recent = [m.content for m in await self.sessions.store.thread_tail(segment, JUDGE_WINDOW)]
+        tail = await self.sessions.thread_tail(record.key, segment, JUDGE_WINDOW, remember=False)
+        recent = [m.content for m in tail]
         for candidate in chain:
             judge = self.judges.get(candidate.model)
             if judge is None:
@@ -266,9 +272,13 @@ class TurnService:
         return None
 
     async def _assemble(
-        self, agent: AgentProfile, segment: Segment, fragments: Sequence[RecallFragment]
+        self,
+        key: str,
+        agent: AgentProfile,
+        segment: Segment,
+        fragments: Sequence[RecallFragment],
     ) -> AssembledContext:
-        thread = await self.sessions.store.thread_tail(segment, agent.memory_window)
+        thread = await self.sessions.thread_tail(key, segment, agent.memory_window)
         return assemble_context(
             thread=thread,
             memory_window=agent.memory_window,
@@ -286,7 +296,7 @@ class TurnService:
         context: AssembledContext,
         handle: TurnHandle,
     ) -> None:
-        store = self.sessions.store
+        sessions = self.sessions
         override = record.overrides.get("reply_model")
         names = [override or agent.reply_model, *agent.fallback_models]
         wire = context.to_wire()
@@ -323,7 +333,8 @@ class TurnService:
             except asyncio.CancelledError:
                 if parts:
                     handle.status = "interrupted"
-                    await store.append_message(
+                    await sessions.append_message(
+                        record.key,
                         segment.session_id,
                         role=Role.ASSISTANT,
                         content="".join(parts),
@@ -332,7 +343,8 @@ class TurnService:
                         metadata={"turn_id": handle.turn_id, "model": name},
                     )
                 raise
-            message = await store.append_message(
+            message = await sessions.append_message(
+                record.key,
                 segment.session_id,
                 role=Role.ASSISTANT,
                 content="".join(parts),
