@@ -263,6 +263,8 @@ async def test_a_turn_through_the_engine(tmp_path: Path, monkeypatch: pytest.Mon
     assert metadata["model"] == "m" and metadata["usage"]["prompt_tokens"] == 11
     assert server.requests[0].headers["authorization"] == "Bearer sk-e2e-key-1234"
     assert server.requests[0].body["messages"][-1] == {"role": "user", "content": "hi"}
+    assert server.requests[0].headers["content-type"] == "application/json"
+    assert server.requests[0].body["stream"] is True
 
 
 async def test_a_broken_server_falls_back_to_the_next_model(tmp_path: Path) -> None:

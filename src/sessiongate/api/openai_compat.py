@@ -7,11 +7,11 @@ the new turn; earlier messages a client re-sends are ignored, never duplicated.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -137,7 +137,7 @@ async def _chunks(
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
             **extra,
         }
-        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+        return b"data: " + orjson.dumps(data) + b"\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
     async for event in events:
@@ -157,10 +157,10 @@ async def _chunks(
                     "choices": [],
                     "usage": event.usage,
                 }
-                yield f"data: {json.dumps(data)}\n\n".encode()
+                yield b"data: " + orjson.dumps(data) + b"\n\n"
         elif isinstance(event, ErrorEvent):
             error = {
                 "error": {"code": event.code, "message": event.message, "type": "sessiongate_error"}
             }
-            yield f"data: {json.dumps(error)}\n\n".encode()
+            yield b"data: " + orjson.dumps(error) + b"\n\n"
     yield b"data: [DONE]\n\n"

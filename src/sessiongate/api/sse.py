@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
+
+import orjson
 
 from sessiongate.core.events import TokenEvent, TurnEvent, event_to_dict
 from sessiongate.service.turns import TurnHandle
@@ -12,10 +13,10 @@ from sessiongate.service.turns import TurnHandle
 
 def sse_frame(event: TurnEvent) -> bytes:
     if isinstance(event, TokenEvent):  # the frame sent most often: no dict to build
-        content = json.dumps(event.content, ensure_ascii=False)
-        return f'event: token\ndata: {{"content":{content},"type":"token"}}\n\n'.encode()
-    data = json.dumps(event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event.type}\ndata: {data}\n\n".encode()
+        content = orjson.dumps(event.content)
+        return b'event: token\ndata: {"content":' + content + b',"type":"token"}\n\n'
+    data = orjson.dumps(event_to_dict(event))
+    return b"event: " + event.type.encode() + b"\ndata: " + data + b"\n\n"
 
 
 async def collect_reply(
