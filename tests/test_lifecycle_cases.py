@@ -99,19 +99,26 @@ async def test_session_rollover_temporal_within_window_noop(
 
 
 async def semantic_engine(
-    tmp_path: Path, clock: ManualClock, scripted: ScriptedModel, **semantic: object
+    tmp_path: Path,
+    clock: ManualClock,
+    scripted: ScriptedModel,
+    database_url: str = "",
+    **semantic: object,
 ) -> Engine:
     settings = make_settings(
         tmp_path,
+        database_url=database_url,
         semantic={"enabled": True, "threshold": 0.8, "min_messages": 2, **semantic},
     )
-    return build_engine(settings, clock=clock, models={"scripted": scripted})
+    engine = build_engine(settings, clock=clock, models={"scripted": scripted})
+    await engine.start()
+    return engine
 
 
 async def test_session_rollover_semantic_high_confidence(
-    tmp_path: Path, clock: ManualClock, scripted: ScriptedModel
+    tmp_path: Path, clock: ManualClock, scripted: ScriptedModel, database_url: str
 ) -> None:
-    engine = await semantic_engine(tmp_path, clock, scripted)
+    engine = await semantic_engine(tmp_path, clock, scripted, database_url)
     try:
         await collect(engine, "my sourdough bread starter smells sour, what flour helps")
         s1 = (await engine.store.latest_segment(KEY)).session_id
@@ -167,7 +174,7 @@ async def test_control_model_fallback_deterministic(
 
 
 async def test_control_model_reply_model_switch_keeps_control(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, database_url: str
 ) -> None:
     """C4: changing the reply model leaves the control model where it was."""
     judge_calls: list[str] = []
@@ -178,11 +185,13 @@ async def test_control_model_reply_model_switch_keeps_control(
     settings = make_settings(
         tmp_path,
         agents={"defaults": {"model": "x", "control_model": "judge"}},
+        database_url=database_url,
         semantic={"enabled": True, "min_messages": 2},
     )
     engine = build_engine(
         settings, clock=clock, models={"judge": judge, "x": reply_x, "y": reply_y}
     )
+    await engine.start()
     try:
         await collect(engine, "talk about boats")
         await engine.store.set_overrides(KEY, {"reply_model": "y"})
@@ -279,9 +288,11 @@ async def test_history_segment_immutable(engine: Engine) -> None:
 
 
 async def test_semantic_rollover_debounce(
-    tmp_path: Path, clock: ManualClock, scripted: ScriptedModel
+    tmp_path: Path, clock: ManualClock, scripted: ScriptedModel, database_url: str
 ) -> None:
-    engine = await semantic_engine(tmp_path, clock, scripted, min_messages=0, cooldown="10m")
+    engine = await semantic_engine(
+        tmp_path, clock, scripted, database_url, min_messages=0, cooldown="10m"
+    )
     try:
         topics = [
             "volcanoes erupt magma",
@@ -304,9 +315,9 @@ async def test_semantic_rollover_debounce(
 
 
 async def test_semantic_rollover_reversible(
-    tmp_path: Path, clock: ManualClock, scripted: ScriptedModel
+    tmp_path: Path, clock: ManualClock, scripted: ScriptedModel, database_url: str
 ) -> None:
-    engine = await semantic_engine(tmp_path, clock, scripted)
+    engine = await semantic_engine(tmp_path, clock, scripted, database_url)
     try:
         await collect(engine, "planning a trip to lisbon in may")
         await collect(engine, "lisbon hotels near alfama please")
@@ -331,11 +342,14 @@ async def test_semantic_rollover_reversible(
 
 
 async def test_legacy_mode_new_inplace_clear(
-    tmp_path: Path, clock: ManualClock, scripted: ScriptedModel
+    tmp_path: Path, clock: ManualClock, scripted: ScriptedModel, database_url: str
 ) -> None:
     engine = build_engine(
-        make_settings(tmp_path, mode="legacy"), clock=clock, models={"scripted": scripted}
+        make_settings(tmp_path, database_url=database_url, mode="legacy"),
+        clock=clock,
+        models={"scripted": scripted},
     )
+    await engine.start()
     try:
         await collect(engine, "remember the word pelican")
         s1 = (await engine.store.latest_segment(KEY)).session_id

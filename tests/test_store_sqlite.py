@@ -1,4 +1,5 @@
-"""The SQLite adapter: migrations, the latest pointer, erasure, WAL."""
+"""The SQLite adapter itself: migrations, WAL, raw-SQL guards, the FTS5 index. What every
+store must do is in test_store_contract.py, run on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.ids import IdGenerator, is_session_id
 from sessiongate.core.segments import RotationReason
-from sessiongate.errors import Conflict, KeyExists, SessionNotFound
 from sessiongate.store.migrations import MigrationError, apply_sqlite_migrations
 from sessiongate.store.sqlite import SQLiteStore
 
@@ -63,8 +63,6 @@ async def test_time_sortable_ids_stay_ordered_within_a_millisecond(ids: IdGenera
 async def test_key_pointer_cannot_be_doubled_or_dropped(tmp_path: Path, ids: IdGenerator) -> None:
     store = SQLiteStore.open(tmp_path / "d.db")
     _, s1 = await store.create_key("k", "alice", ids.new(), NOW)
-    with pytest.raises(KeyExists):
-        await store.create_key("k", "alice", ids.new(), NOW)
     raw = sqlite3.connect(store.path)
     for sql in (
         "UPDATE session_keys SET latest_session_id = NULL",
@@ -77,20 +75,11 @@ async def test_key_pointer_cannot_be_doubled_or_dropped(tmp_path: Path, ids: IdG
             raw.execute(sql)
         raw.rollback()
     raw.close()
-    with pytest.raises(Conflict):
-        await store.rotate(
-            "k",
-            expected_latest="stale",
-            new_session_id=ids.new(),
-            reason=RotationReason.MANUAL,
-            now=NOW,
-        )
+    assert (await store.latest_segment("k")).session_id == s1.session_id
     await store.close()
 
 
-async def test_erasure_removes_the_whole_chain_and_only_it(
-    tmp_path: Path, ids: IdGenerator
-) -> None:
+async def test_erasure_leaves_no_rows_and_a_sound_file(tmp_path: Path, ids: IdGenerator) -> None:
     store = SQLiteStore.open(tmp_path / "e.db")
     for key in ("a", "b"):
         _, seg = await store.create_key(key, "alice", ids.new(), NOW)
@@ -110,43 +99,7 @@ async def test_erasure_removes_the_whole_chain_and_only_it(
     assert db.execute("SELECT COUNT(*) FROM rotations WHERE key = 'a'").fetchone()[0] == 0
     assert db.execute("SELECT COUNT(*) FROM erasures").fetchone()[0] == 0
     assert db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 1
-    assert [f.content for f in await store.recall("b", "hi", rationale="r")] == ["hi b"]
-    with pytest.raises(SessionNotFound):
-        await store.delete_key("a")
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    await store.close()
-
-
-async def test_recall_searches_only_archived_segments_of_the_same_key(
-    tmp_path: Path, ids: IdGenerator
-) -> None:
-    from sessiongate.core.segments import Role
-
-    store = SQLiteStore.open(tmp_path / "f.db")
-    _, a1 = await store.create_key("a", "alice", ids.new(), NOW)
-    await store.append_message(a1.session_id, role=Role.USER, content="walrus archived", now=NOW)
-    a2, _ = await store.rotate(
-        "a",
-        expected_latest=a1.session_id,
-        new_session_id=ids.new(),
-        reason=RotationReason.MANUAL,
-        now=NOW,
-    )
-    await store.append_message(a2.session_id, role=Role.USER, content="walrus latest", now=NOW)
-    _, b1 = await store.create_key("b", "bob", ids.new(), NOW)
-    await store.append_message(b1.session_id, role=Role.USER, content="walrus bob", now=NOW)
-    await store.rotate(
-        "b",
-        expected_latest=b1.session_id,
-        new_session_id=ids.new(),
-        reason=RotationReason.MANUAL,
-        now=NOW,
-    )
-    found = await store.recall("a", 'walrus" OR *', rationale="testing")
-    assert [(f.content, f.session_id, f.rationale) for f in found] == [
-        ("walrus archived", a1.session_id, "testing")
-    ]
-    assert found[0].score > 0
     await store.close()
 
 

@@ -8,6 +8,7 @@ import tomllib
 from datetime import time, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -17,6 +18,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationError,
+    field_serializer,
     field_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -57,6 +59,8 @@ class ServerConfig(_Section):
     ws_auth_timeout: Duration = timedelta(seconds=10)
     #: One log line per HTTP request (uvicorn's access log); turns are logged regardless.
     access_log: bool = False
+    #: Worker processes on the one listening socket. More than one needs PostgreSQL.
+    workers: int = Field(1, ge=1, le=64)
 
 
 class CompatConfig(_Section):
@@ -67,10 +71,59 @@ class CompatConfig(_Section):
 
 
 class DatabaseConfig(_Section):
+    #: Empty or `sqlite:///path`: SQLite. `postgresql://user@host:port/db` (or postgres://):
+    #: PostgreSQL, shared by any number of gateway processes.
     url: str = ""
     #: SQLite durability: "normal" loses nothing on a process crash; "full" also survives
     #: power loss at the cost of an fsync per commit.
     synchronous: Literal["normal", "full", "extra"] = "normal"
+    #: PostgreSQL: connections per pool, per process (one pool for queries and one for
+    #: the per-key advisory locks).
+    pool_size: int = Field(10, ge=1, le=1000)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        if not value or value.startswith("sqlite:///"):
+            return value
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in ("postgresql", "postgres"):
+            # Only the scheme is echoed: the rest may hold a password.
+            raise ValueError(
+                "expected sqlite:///path or postgresql://user@host:port/database"
+                f" (got scheme {scheme or 'none'!r})"
+            )
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 -- raises ValueError for a port that is not a number
+        except ValueError as exc:
+            raise ValueError(f"not a valid PostgreSQL URL: {exc}") from None
+        if any(c.isspace() for c in value):
+            raise ValueError("not a valid PostgreSQL URL: it contains whitespace")
+        return value
+
+    @field_serializer("url", when_used="json")
+    def _mask_url(self, value: str) -> str:
+        # `config check` prints the settings: never the database password.
+        return redact_url(value)
+
+    @property
+    def backend(self) -> Literal["sqlite", "postgres"]:
+        return "postgres" if self.url.startswith(("postgresql://", "postgres://")) else "sqlite"
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (in the user part or a password= parameter)."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if parts.password is None and not any(k == "password" for k, _ in pairs):
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}@{host}"
+    query = urlencode([(k, v) for k, v in pairs if k != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 class SemanticConfig(_Section):
@@ -218,8 +271,15 @@ def format_validation_error(exc: ValidationError) -> str:
 
 
 def cross_check(settings: Settings) -> list[str]:
-    """Checks that span sections: every model an agent names must be defined."""
+    """Checks that span sections: every model an agent names must be defined, and
+    several workers need a database they can share."""
     problems = []
+    if settings.server.workers > 1 and not settings.database.url.startswith("postgres"):
+        problems.append(
+            f"server.workers = {settings.server.workers} needs database.url ="
+            ' "postgresql://…": several processes share sessions only through PostgreSQL'
+            " (SQLite serves one process)"
+        )
     known = set(settings.models) | {"offline"}
     for agent_name, agent in settings.agents.items():
         names = [agent.model, agent.control_model, *(agent.fallback_models or [])]

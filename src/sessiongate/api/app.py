@@ -67,6 +67,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await engine.start()  # PostgreSQL connects here, on the server's event loop
         yield
         # Graceful stop: cancelled turns keep their partial replies as `interrupted`.
         await engine.turns.aclose()

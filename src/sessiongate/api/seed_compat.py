@@ -19,7 +19,7 @@ async def api_health(user: CurrentUser, request: Request) -> dict[str, Any]:
     engine: Engine = request.app.state.engine
     gauge = request.app.state.metrics.websockets
     served: dict[str, set[str]] = request.app.state.served_keys
-    total = engine.store.connection.execute("SELECT COUNT(*) FROM session_keys").fetchone()[0]
+    total = await engine.store.count_keys()
     return {
         "status": "ok",
         "version": __version__,

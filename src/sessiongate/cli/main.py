@@ -58,6 +58,7 @@ def _with_engine(config: Path | None, action: Callable[[Engine], Awaitable[T]]) 
     async def run() -> T:
         engine = build_engine(settings, config_dir=config.parent if config else None)
         try:
+            await engine.start()
             return await action(engine)
         finally:
             await engine.aclose()
@@ -89,7 +90,11 @@ def serve(
     except ConfigError as exc:
         errors.print(f"[red]configuration error[/red]\n{exc}")
         raise typer.Exit(2) from None
-    bootstrap = asyncio.run(_bootstrap_admin(engine))
+    try:
+        bootstrap = asyncio.run(_bootstrap_admin(engine))
+    except ConfigError as exc:  # e.g. the PostgreSQL server cannot be reached
+        errors.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(1) from None
     if bootstrap:
         console.print(
             "No users yet, so a primary admin user [bold]admin[/bold] was created. "
@@ -107,10 +112,14 @@ def serve(
 
 
 async def _bootstrap_admin(engine: Engine) -> str | None:
-    if await engine.users.users.list_users():
-        return None
-    _, key = await engine.users.add("admin", primary=True, admin=True)
-    return key
+    await engine.start()
+    try:
+        if await engine.users.users.list_users():
+            return None
+        _, key = await engine.users.add("admin", primary=True, admin=True)
+        return key
+    finally:
+        await engine.stop()  # this event loop ends here; the server's lifespan starts again
 
 
 @app.command()

@@ -17,17 +17,32 @@ from sessiongate.service.locks import KeyLocks
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.turns import TurnService
 from sessiongate.service.users import UserService
+from sessiongate.store.base import Store, UserStore
 from sessiongate.store.sqlite import SQLiteStore
 from sessiongate.store.sqlite_users import SQLiteUserStore
 
 
 @dataclass(slots=True)
 class Engine:
-    store: SQLiteStore
+    store: Store
     sessions: SessionService
     turns: TurnService
     users: UserService
     settings: Settings
+
+    async def start(self) -> None:
+        """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
+        SQLite opens at build time, so it has no `start`. Idempotent."""
+        opener = getattr(self.store, "start", None)
+        if opener is not None:
+            await opener()
+
+    async def stop(self) -> None:
+        """Close what `start` opened, so another event loop can `start` again (the CLI
+        bootstraps on one loop and serves on the next). SQLite: nothing to do."""
+        stopper = getattr(self.store, "stop", None)
+        if stopper is not None:
+            await stopper()
 
     async def aclose(self) -> None:
         await self.turns.aclose()
@@ -85,15 +100,31 @@ def build_engine(
         bound = getattr(settings.compat, field)
         if bound not in agents:
             raise ConfigError(f"compat.{field}: no agent named {bound!r} (have: {sorted(agents)})")
-    store = SQLiteStore.open(settings.sqlite_path, synchronous=settings.database.synchronous)
+    store, user_store, locks = build_store(settings)
     sessions = SessionService(
         store,
         clock,
         IdGenerator(clock),
         settings.lifecycle.policy(),
-        KeyLocks(),
+        locks,
         max_content_chars=settings.limits.max_content_chars,
     )
     turns = TurnService(sessions, agents, registry, judges)
-    users = UserService(SQLiteUserStore(store), clock)
+    users = UserService(user_store, clock)
     return Engine(store, sessions, turns, users, settings)
+
+
+def build_store(settings: Settings) -> tuple[Store, UserStore, KeyLocks]:
+    """SQLite (opened now) or PostgreSQL (connected by `Engine.start`), with the key locks
+    that fit it: in-process for SQLite, advisory locks shared by every process for
+    PostgreSQL."""
+    if settings.database.backend == "postgres":
+        # Imported here so a SQLite gateway never loads the driver.
+        from sessiongate.store.postgres import PostgresStore
+        from sessiongate.store.postgres_locks import PostgresKeyLocks
+        from sessiongate.store.postgres_users import PostgresUserStore
+
+        pg = PostgresStore(settings.database.url, pool_size=settings.database.pool_size)
+        return pg, PostgresUserStore(pg), PostgresKeyLocks(lambda: pg.lock_pool)
+    store = SQLiteStore.open(settings.sqlite_path, synchronous=settings.database.synchronous)
+    return store, SQLiteUserStore(store), KeyLocks()

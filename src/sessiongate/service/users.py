@@ -14,13 +14,13 @@ from sessiongate.core.users import (
     split_token,
     validate_user_name,
 )
-from sessiongate.store.sqlite_users import SQLiteUserStore
+from sessiongate.store.base import UserStore
 
 _ALPHANUMERIC = string.ascii_letters + string.digits
 
 
 class UserService:
-    def __init__(self, users: SQLiteUserStore, clock: Clock) -> None:
+    def __init__(self, users: UserStore, clock: Clock) -> None:
         self.users = users
         self.clock = clock
 

@@ -1,4 +1,6 @@
-"""The store port. The service talks only to this protocol; adapters implement it.
+"""The store ports. The services talk only to these protocols; adapters implement them
+(SQLite: store/sqlite.py, store/sqlite_users.py; PostgreSQL: store/postgres.py,
+store/postgres_users.py).
 
 Methods are async so a network database can implement them without blocking; the SQLite
 adapter answers inline because a local WAL write costs less than a thread hop.
@@ -21,6 +23,7 @@ from sessiongate.core.segments import (
     Segment,
     SessionKeyRecord,
 )
+from sessiongate.core.users import User
 from sessiongate.store.exchange import ChainRecords
 
 
@@ -109,6 +112,10 @@ class Store(Protocol):
 
     async def list_keys(self, owner: str | None = None) -> list[KeySummary]: ...
 
+    async def count_keys(self) -> int:
+        """How many session keys exist (all owners)."""
+        ...
+
     async def set_overrides(self, key: str, overrides: dict[str, Any]) -> SessionKeyRecord: ...
 
     async def delete_key(self, key: str) -> None:
@@ -122,3 +129,21 @@ class Store(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class UserStore(Protocol):
+    async def add_user(self, user: User, now: datetime) -> None:
+        """Raises Conflict (user_exists, primary_exists)."""
+        ...
+
+    async def add_key(self, key_id: str, user_name: str, digest: str, now: datetime) -> None: ...
+
+    async def find_key(self, key_id: str) -> tuple[User, str] | None:
+        """The user and stored digest for an unrevoked key id."""
+        ...
+
+    async def get_user(self, name: str) -> User | None: ...
+
+    async def list_users(self) -> list[User]:
+        """Every user, by name."""
+        ...

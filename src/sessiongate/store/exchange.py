@@ -277,6 +277,9 @@ class _ChainBuilder:
             line.content.encode("utf-8")
         except UnicodeEncodeError:
             raise self.fail("message content is not valid Unicode text") from None
+        if "\x00" in line.content:
+            # Refused on live writes too, and PostgreSQL text cannot hold it.
+            raise self.fail("message content contains a NUL character")
         self.segment_counts[line.session_id] = expected
         self.messages.append(
             Message(

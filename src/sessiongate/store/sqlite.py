@@ -239,6 +239,9 @@ class SQLiteStore:
             for r in self._conn.execute(sql, params)
         ]
 
+    async def count_keys(self) -> int:
+        return int(self._conn.execute("SELECT COUNT(*) FROM session_keys").fetchone()[0])
+
     # -- writes -----------------------------------------------------------------
 
     async def create_key(

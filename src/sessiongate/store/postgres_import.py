@@ -1,0 +1,94 @@
+"""Importing a chain into PostgreSQL by replaying it as the rotations that made it, so every
+trigger that guards the live database also guards an import (as the SQLite import does)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sessiongate.core.segments import Message, Segment
+from sessiongate.errors import Conflict, KeyExists
+from sessiongate.store.exchange import ChainRecords
+from sessiongate.store.postgres_rows import dumps, insert_rotation, insert_segment, utc
+
+if TYPE_CHECKING:
+    from sessiongate.store.postgres_rows import Connection
+
+
+async def replay_chain(db: Connection, records: ChainRecords) -> None:
+    """Insert a validated chain; the caller owns the transaction."""
+    k = records.key
+    by_segment: dict[str, list[Message]] = {}
+    for m in records.messages:
+        by_segment.setdefault(m.session_id, []).append(m)
+    if await db.fetchval("SELECT 1 FROM session_keys WHERE key = $1", k.key):
+        raise KeyExists(f"session key {k.key!r} already exists")
+    clash = await db.fetchval(
+        "SELECT session_id FROM segments WHERE session_id = ANY ($1::text[]) LIMIT 1",
+        [s.session_id for s in records.segments],
+    )
+    if clash:
+        raise Conflict(f"segment {clash} already exists under another key")
+    previous: Segment | None = None
+    for seg in records.segments:
+        await insert_segment(
+            db,
+            seg.session_id,
+            k.key,
+            seg.created_at,
+            seg.parent_ids,
+            seg.continues,
+            seg.created_reason,
+        )
+        if previous is None:
+            await db.execute(
+                "INSERT INTO session_keys (key, owner, latest_session_id, created_at,"
+                " overrides, last_semantic_rotation_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                k.key,
+                k.owner,
+                seg.session_id,
+                utc(k.created_at),
+                dumps(k.overrides),
+                None if k.last_semantic_rotation_at is None else utc(k.last_semantic_rotation_at),
+            )
+        else:
+            assert previous.archived_at is not None
+            await db.execute(
+                "UPDATE segments SET archived_at = $1 WHERE session_id = $2",
+                utc(previous.archived_at),
+                previous.session_id,
+            )
+            await db.execute(
+                "UPDATE session_keys SET latest_session_id = $1 WHERE key = $2",
+                seg.session_id,
+                k.key,
+            )
+        messages = by_segment.get(seg.session_id, [])
+        if messages:
+            await db.executemany(
+                "INSERT INTO messages (segment_id, seq, role, content, status, metadata,"
+                " created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [
+                    (
+                        m.session_id,
+                        m.seq,
+                        m.role.value,
+                        m.content,
+                        m.status.value,
+                        dumps(m.metadata),
+                        utc(m.created_at),
+                    )
+                    for m in messages
+                ],
+            )
+        await db.execute(
+            "UPDATE segments SET message_count = $1, cleared_after_seq = $2,"
+            " context_started_at = $3, last_activity_at = $4 WHERE session_id = $5",
+            seg.message_count,
+            seg.cleared_after_seq,
+            utc(seg.context_started_at),
+            utc(seg.last_activity_at),
+            seg.session_id,
+        )
+        previous = seg
+    for rotation in records.rotations:
+        await insert_rotation(db, rotation)

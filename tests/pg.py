@@ -1,0 +1,54 @@
+"""PostgreSQL for the tests: the server scripts/postgres.sh runs, and a fresh database per
+test so tests never see each other's rows."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+ENV = "SESSIONGATE_TEST_POSTGRES_URL"
+_PREFIX = "sg_test_"
+
+
+def server_url() -> str:
+    """The test server's URL. Missing means the PostgreSQL tests cannot run: fail, loudly."""
+    url = os.environ.get(ENV, "")
+    if not url:
+        pytest.fail(
+            f"{ENV} is not set. Start the test server with `bash scripts/postgres.sh` and"
+            f" export the URL it prints as {ENV} (`bash scripts/test` does both).",
+            pytrace=False,
+        )
+    return url
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+@asynccontextmanager
+async def fresh_database() -> AsyncIterator[str]:
+    """An empty database of its own (dropped afterwards, connections and all); yields its
+    URL."""
+    url = server_url()
+    name = f"{_PREFIX}{uuid.uuid4().hex[:16]}"
+    admin = await asyncpg.connect(url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield with_database(url, name)
+    finally:
+        admin = await asyncpg.connect(url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
