@@ -328,6 +328,18 @@ async def test_recall_ranks_by_relevance_then_insertion(store: Store, ids: IdGen
     assert len(await store.recall("k", "otter", rationale="r", limit=2)) == 2
 
 
+async def test_recall_folds_case_beyond_ascii(store: Store, ids: IdGenerator) -> None:
+    _, s1 = await store.create_key("k", "alice", ids.new(), NOW)
+    await say(store, s1, "GRÜSSE aus Köln")
+    await rotate(store, ids, "k")
+    assert [f.content for f in await store.recall("k", "grüsse", rationale="r")] == [
+        "GRÜSSE aus Köln"
+    ]
+    assert [f.content for f in await store.recall("k", "KÖLN", rationale="r")] == [
+        "GRÜSSE aus Köln"
+    ]
+
+
 # -- listing, overrides, erasure -----------------------------------------------------------
 
 
