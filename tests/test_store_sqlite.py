@@ -11,7 +11,7 @@ import pytest
 
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.ids import IdGenerator, is_session_id
-from sessiongate.core.segments import RotationReason
+from sessiongate.core.segments import Role, RotationReason
 from sessiongate.store.migrations import MigrationError, apply_sqlite_migrations
 from sessiongate.store.sqlite import SQLiteStore
 
@@ -162,3 +162,24 @@ def test_migration_3_unindexes_latest_segments_of_an_existing_database(tmp_path:
     migrations.apply_sqlite_migrations(db)
     assert db.execute(match).fetchone()[0] == 0
     db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+
+
+async def test_wal_checkpoints_run_on_their_own_thread(tmp_path: Path) -> None:
+    store = SQLiteStore.open(tmp_path / "ck.db")
+    db = store.connection
+    # Commits never checkpoint (that would fsync on the event loop)...
+    assert db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    assert store.checkpointer is not None
+    await store.create_key("ck:key", "alice", "s-ck", NOW)
+    for n in range(300):
+        await store.append_message("s-ck", role=Role.USER, content=f"message {n}", now=NOW)
+    store.checkpointer.stop()  # ...the thread does, and once more as it stops
+    assert store.checkpointer.checkpoints >= 1 and store.checkpointer.failures == 0
+    busy, wal_frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert busy == 0 and wal_frames > 0 and copied == wal_frames
+    await store.close()
+    # Everything is in the database file itself: readable with the WAL gone.
+    (tmp_path / "ck.db-wal").unlink(missing_ok=True)
+    check = sqlite3.connect(tmp_path / "ck.db")
+    assert check.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 300
+    check.close()

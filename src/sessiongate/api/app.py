@@ -74,6 +74,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
         if close_engine:
             await engine.close_models()
             await engine.store.close()
+        metrics.process_stopped()
 
     app = FastAPI(
         title="sessiongate",

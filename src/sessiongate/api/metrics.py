@@ -1,17 +1,28 @@
-"""Prometheus metrics: turns, rotations by reason, model latency, errors."""
+"""Prometheus metrics: turns, rotations by reason, model latency, errors.
+
+With several worker processes (`server.workers > 1`) every worker writes its samples to
+files in the directory named by PROMETHEUS_MULTIPROC_DIR (set by `sessiongate serve`
+before the workers start), and /metrics on any worker reports the sum over all of them.
+"""
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from sessiongate.core.segments import RotationRecord
 from sessiongate.service.turns import TurnOutcome
+
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class GatewayMetrics:
     """One registry per app, so several apps (tests) never collide."""
 
     def __init__(self) -> None:
+        self.multiprocess_dir = os.environ.get(MULTIPROCESS_ENV) or None
         self.registry = CollectorRegistry()
         self.turns = Counter(
             "sessiongate_turns",
@@ -47,6 +58,7 @@ class GatewayMetrics:
             "Open WebSockets",
             ["endpoint"],
             registry=self.registry,
+            multiprocess_mode="livesum",  # the open sockets of the workers still running
         )
 
     def rotation(self, record: RotationRecord) -> None:
@@ -61,4 +73,13 @@ class GatewayMetrics:
             self.first_token.labels(outcome.model).observe(outcome.first_token_seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        combined = CollectorRegistry()
+        MultiProcessCollector(combined, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return generate_latest(combined)
+
+    def process_stopped(self) -> None:
+        """A worker's last word: its open-socket gauge no longer counts."""
+        if self.multiprocess_dir is not None:
+            mark_process_dead(os.getpid(), self.multiprocess_dir)  # type: ignore[no-untyped-call]

@@ -78,10 +78,8 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Overrides server.port.")] = None,
 ) -> None:
     """Run the gateway: REST + SSE, OpenAI-compatible API and WebSockets."""
-    import uvicorn
-
-    from sessiongate.api.app import create_app
     from sessiongate.logs import configure_logging
+    from sessiongate.serving import serve as serve_gateway
 
     settings = _settings(config)
     configure_logging()
@@ -101,14 +99,7 @@ def serve(
             "Its API key (shown once, store it now):"
         )
         console.print(bootstrap, markup=False, highlight=False, soft_wrap=True)
-    uvicorn.run(
-        create_app(engine),
-        host=host or settings.server.host,
-        port=port if port is not None else settings.server.port,
-        log_level="info",
-        access_log=settings.server.access_log,
-        ws_max_size=settings.limits.max_body_bytes,
-    )
+    serve_gateway(settings, config, engine, host=host, port=port)
 
 
 async def _bootstrap_admin(engine: Engine) -> str | None:

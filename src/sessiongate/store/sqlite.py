@@ -29,6 +29,7 @@ from sessiongate.errors import (
 )
 from sessiongate.store.exchange import ChainRecords
 from sessiongate.store.migrations import apply_sqlite_migrations
+from sessiongate.store.sqlite_checkpoint import WAL_SIZE_LIMIT_BYTES, WalCheckpointer
 from sessiongate.store.sqlite_import import replay_chain
 from sessiongate.store.sqlite_rows import (
     MESSAGE_COLUMNS,
@@ -54,9 +55,12 @@ _FTS_TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
 class SQLiteStore:
     """A `Store` over one SQLite file. Use `SQLiteStore.open(path)`."""
 
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: str, checkpointer: WalCheckpointer | None = None
+    ) -> None:
         self._conn = conn
         self.path = path
+        self.checkpointer = checkpointer
 
     @classmethod
     def open(cls, path: str | Path, *, synchronous: Synchronous = "normal") -> SQLiteStore:
@@ -68,12 +72,19 @@ class SQLiteStore:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 10000")
+        checkpointer = None
         if target != ":memory:":
             conn.execute("PRAGMA journal_mode = WAL")
+            # Checkpoints run on their own thread (sqlite_checkpoint.py), not in a commit.
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
+            checkpointer = WalCheckpointer(target)
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         conn.execute("PRAGMA foreign_keys = ON")
         apply_sqlite_migrations(conn)
-        return cls(conn, target)
+        if checkpointer is not None:
+            checkpointer.start()
+        return cls(conn, target, checkpointer)
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -412,4 +423,6 @@ class SQLiteStore:
         return str(row[0])
 
     async def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         self._conn.close()
