@@ -464,6 +464,7 @@ def serve_gateway(args: argparse.Namespace) -> None:
     import uvicorn
 
     from sessiongate.api.app import create_app
+    from sessiongate.serving import freeze_heap
 
     engine, key, model_path = build_gateway(args)
     sock = listening_socket()
@@ -476,6 +477,7 @@ def serve_gateway(args: argparse.Namespace) -> None:
         timeout_keep_alive=60,
     )
     server = uvicorn.Server(config)
+    freeze_heap()  # as `sessiongate serve` does
     write_ready(
         args.ready_file,
         {"port": sock.getsockname()[1], "api_key": key, "model_path": model_path},
@@ -809,13 +811,13 @@ def direct_target(url: str, reply: str) -> Target:
     )
 
 
-def gateway_target(url: str, api_key: str) -> Target:
+def gateway_target(url: str, api_key: str, name: str = "sessiongate") -> Target:
     def request(key: str, turn: int) -> tuple[str, bytes]:
         body = {"content": turn_text(key, turn), "stream": True}
         return f"/v1/sessions/{key}/messages", json.dumps(body).encode()
 
     headers = {"content-type": "application/json", "authorization": f"Bearer {api_key}"}
-    return Target("sessiongate", url, request, headers, SSE_TOKEN, SSE_END, SSE_ERROR)
+    return Target(name, url, request, headers, SSE_TOKEN, SSE_END, SSE_ERROR)
 
 
 def baseline_target(url: str) -> Target:
@@ -974,18 +976,12 @@ def fmt(value: float, digits: int = 2) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
-def print_table(direct: Summary, gateway: Summary, baseline: Summary, plan: Plan) -> None:
-    rows: list[tuple[str, str, str, str]] = []
+def print_table(direct: Summary, columns: Sequence[Summary], plan: Plan) -> None:
+    rows: list[tuple[str, ...]] = []
 
     def row(label: str, getter: Callable[[Summary], str], direct_value: str | None = None) -> None:
-        rows.append(
-            (
-                label,
-                getter(direct) if direct_value is None else direct_value,
-                getter(gateway),
-                getter(baseline),
-            )
-        )
+        first = getter(direct) if direct_value is None else direct_value
+        rows.append((label, first, *(getter(s) for s in columns)))
 
     c = plan.sessions
     row(f"TTFT p50, paced stub, c={c} (ms)", lambda s: fmt(s.ttft_p50_ms))
@@ -1029,15 +1025,14 @@ def print_table(direct: Summary, gateway: Summary, baseline: Summary, plan: Plan
     for proc in ("server", "stub", "client"):
         row(f"CPU busy, {proc} (instant, cores)", cpu_busy(proc))
     row("failed turns", lambda s: str(s.errors))
-    widths = [
-        max(len(r[i]) for r in [("", "direct stub", "sessiongate", "langgraph"), *rows])
-        for i in range(4)
-    ]
-    header = ("", "direct stub", "sessiongate", "langgraph")
+    header = ("", "direct stub", *(s.target for s in columns))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
-        print(
-            f"  {r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:>{widths[3]}}"
-        )
+        cells = [
+            f"{r[0]:<{widths[0]}}",
+            *(f"{v:>{w}}" for v, w in zip(r[1:], widths[1:], strict=True)),
+        ]
+        print("  " + "  ".join(cells))
 
 
 def version_of(package: str) -> str:
@@ -1114,6 +1109,7 @@ async def drive(
     gateway: Child,
     baseline: Child,
     phase_timeout: float,
+    extra: Sequence[Any] = (),
 ) -> dict[str, dict[str, list[PhaseResult]]]:
     """Every phase's results, by target name and then mode (single, paced, instant)."""
     import httpx
@@ -1123,8 +1119,10 @@ async def drive(
         direct_target(stub.url, reply),
         gateway_target(gateway.url, gateway.info["api_key"]),
         baseline_target(baseline.url),
+        *(gateway_target(child.url, child.info["api_key"], child.name) for child in extra),
     ]
-    servers = {"direct": stub, "sessiongate": gateway, "langgraph": baseline}
+    servers: dict[str, Any] = {"direct": stub, "sessiongate": gateway, "langgraph": baseline}
+    servers.update({child.name: child for child in extra})
 
     def cpu_for(name: str) -> Callable[[], dict[str, float]]:
         def snapshot() -> dict[str, float]:
@@ -1266,6 +1264,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "e.g. PYTHONPATH=/tmp/pyinst) and print where its time goes",
     )
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    parser.add_argument(
+        "--postgres-url",
+        help="also run `sessiongate serve` with --workers processes on this PostgreSQL server"
+        " (a fresh database is created and dropped; the role needs CREATEDB)",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="workers for --postgres-url")
     # Hidden: how this script runs its own server processes.
     parser.add_argument("--role", choices=("stub", "gateway", "baseline"), help=argparse.SUPPRESS)
     parser.add_argument("--ready-file", help=argparse.SUPPRESS)
@@ -1296,6 +1300,7 @@ def orchestrate(args: argparse.Namespace) -> int:
             "gateway.txt" if args.profile == "pyinstrument" else "gateway.prof"
         )
     children: list[Child] = []
+    extra: list[Any] = []
     succeeded = False
     common = ["--tokens", str(plan.tokens)]
     if args.access_log:
@@ -1345,9 +1350,23 @@ def orchestrate(args: argparse.Namespace) -> int:
             f"  processes: stub pid {stub.process.pid}, gateway pid {gateway.process.pid}, "
             f"baseline pid {baseline.process.pid}, client pid {os.getpid()}"
         )
-        results = run_async(drive(plan, stub, gateway, baseline, phase_timeout=240.0))
+        if args.postgres_url:
+            from gwload_workers import start_workers
+
+            workers = start_workers(args.postgres_url, args.workers, stub.url, STUB_MODEL, workdir)
+            extra.append(workers)
+            print(
+                f"  sessiongate-pg: `sessiongate serve` with {args.workers} workers on PostgreSQL"
+                f" (pid {workers.process.pid}), openai provider from config"
+            )
+        results = run_async(drive(plan, stub, gateway, baseline, phase_timeout=240.0, extra=extra))
         succeeded = True
     finally:
+        if extra:
+            from gwload_workers import stop_workers
+
+            for workers in extra:
+                stop_workers(workers)
         for child in reversed(children):
             stop_child(child.process)
         if succeeded and not args.profile:
@@ -1367,7 +1386,10 @@ def orchestrate(args: argparse.Namespace) -> int:
         f"\nResults ({elapsed:.0f} s; server = the gateway or baseline process; client = this "
         "process, httpx)"
     )
-    print_table(direct, sg, lg, plan)
+    columns = [sg, lg]
+    if "sessiongate-pg" in results:
+        columns.insert(1, summarise("sessiongate-pg", results["sessiongate-pg"]))
+    print_table(direct, columns, plan)
     checks = [
         ("added TTFT p50 <= 2 ms", added_p50 <= TARGET_ADDED_TTFT_P50_MS, f"{fmt(added_p50)} ms"),
         ("added TTFT p99 <= 10 ms", added_p99 <= TARGET_ADDED_TTFT_P99_MS, f"{fmt(added_p99)} ms"),
@@ -1406,7 +1428,7 @@ def orchestrate(args: argparse.Namespace) -> int:
             "plan": asdict(plan),
             "stub": {"ttft_ms": args.stub_ttft_ms, "interval_ms": args.stub_interval_ms},
             "gateway_model": gateway.info["model_path"],
-            "summaries": [asdict(s) for s in (direct, sg, lg)],
+            "summaries": [asdict(s) for s in (direct, *columns)],
             "added_ttft_p50_ms": added_p50,
             "added_ttft_p99_ms": added_p99,
             "turns_ratio": ratio,
