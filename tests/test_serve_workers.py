@@ -85,6 +85,15 @@ def test_several_workers_need_postgresql(tmp_path: Path) -> None:
         [*CLI, "serve", "--config", str(config)], cwd=ROOT, capture_output=True, text=True
     )
     assert result.returncode == 2 and "needs database.url" in result.stderr
+    plain = tmp_path / "plain.toml"
+    plain.write_text(f'data_dir = "{tmp_path}"\n', encoding="utf-8")
+    flagged = subprocess.run(
+        [*CLI, "serve", "--config", str(plain), "--workers", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert flagged.returncode == 2 and "server.workers = 3 needs database.url" in flagged.stderr
 
 
 async def stored_roles(database_url: str, key: str) -> list[str]:

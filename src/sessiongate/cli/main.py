@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sessiongate.cli.demo import fresh_demo_database, run_demo
-from sessiongate.config import ConfigError, Settings, load_settings
+from sessiongate.config import ConfigError, Settings, cross_check, load_settings
 from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller
@@ -76,12 +76,23 @@ def serve(
     config: ConfigOption = None,
     host: Annotated[str | None, typer.Option(help="Overrides server.host.")] = None,
     port: Annotated[int | None, typer.Option(help="Overrides server.port.")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, max=64, help="Overrides server.workers (more than 1: PostgreSQL)."),
+    ] = None,
 ) -> None:
     """Run the gateway: REST + SSE, OpenAI-compatible API and WebSockets."""
     from sessiongate.logs import configure_logging
     from sessiongate.serving import serve as serve_gateway
 
     settings = _settings(config)
+    if workers is not None:
+        server = settings.server.model_copy(update={"workers": workers})
+        settings = settings.model_copy(update={"server": server})
+        problems = cross_check(settings)
+        if problems:
+            errors.print("[red]configuration error[/red]\n" + "\n".join(problems))
+            raise typer.Exit(2)
     configure_logging()
     try:
         engine = build_engine(settings, config_dir=config.parent if config else None)
