@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+from pathlib import Path
 
+from sessiongate.core.clock import ManualClock
 from sessiongate.core.segments import Message, MessageStatus, Role, Segment, SegmentStatus
-from sessiongate.service.engine import Engine
+from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.thread_cache import ThreadCache
-from tests.conftest import ALICE
+from tests.conftest import ALICE, make_settings
 from tests.helpers import ScriptedModel, collect
+from tests.pg import fresh_database
 
 KEY = "chat:alice"
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
@@ -114,3 +118,40 @@ async def test_erasure_and_reimport_do_not_serve_the_old_content(
     await collect(engine, "next")
     sent = [m["content"] for m in scripted.requests[-1]]
     assert "edited words" in sent and "original words" not in sent
+
+
+async def test_another_process_erasing_and_reimporting_reaches_this_cache(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Two engines on one PostgreSQL database, as two gateway processes: an erasure and an
+    edited re-import in one must not leave the old words in the other's cached context."""
+    async with fresh_database() as url:
+        seen = ScriptedModel()
+        here = build_engine(
+            make_settings(tmp_path / "a", database_url=url), clock=clock, models={"scripted": seen}
+        )
+        there = build_engine(
+            make_settings(tmp_path / "b", database_url=url),
+            clock=clock,
+            models={"scripted": ScriptedModel()},
+        )
+        await here.start()
+        await there.start()
+        try:
+            await collect(here, "original words")
+            assert len(here.sessions.threads) == 1
+            lines = list(await there.sessions.export(KEY, ALICE))
+            await there.sessions.delete(KEY, ALICE)
+            edited = [line.replace("original words", "edited words") for line in lines]
+            await there.sessions.import_chain(edited, ALICE)
+            for _ in range(200):  # the notification arrives on commit, asynchronously
+                if len(here.sessions.threads) == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert len(here.sessions.threads) == 0
+            await collect(here, "next")
+            sent = [m["content"] for m in seen.requests[-1]]
+            assert "edited words" in sent and "original words" not in sent
+        finally:
+            await here.aclose()
+            await there.aclose()

@@ -77,6 +77,7 @@ class SessionService:
         self.locks = locks
         self.max_content_chars = max_content_chars
         self.threads = ThreadCache()
+        store.on_key_changed(self._key_changed_elsewhere)
         self._listeners: list[RotationListener] = []
 
     # -- hooks ------------------------------------------------------------------
@@ -130,6 +131,12 @@ class SessionService:
                 else:
                     merged[name] = value
             return await self.store.set_overrides(key, merged)
+
+    def _key_changed_elsewhere(self, key: str | None) -> None:
+        if key is None:
+            self.threads.clear()
+        else:
+            self.threads.drop(key)
 
     async def thread_tail(
         self, key: str, segment: Segment, limit: int, *, remember: bool = True

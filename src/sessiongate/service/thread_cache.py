@@ -7,7 +7,8 @@ own fresh view of the latest segment agrees with it: the same segment id, the sa
 in-place clear mark and the same message count the entry last saw. A rotation, a
 revert, a clear, or a message appended by another gateway process changes one of
 those, and the next turn reloads. Erasure and import drop the key's entry explicitly,
-since they can bring back a session id with other content.
+since they can bring back a session id with other content; with PostgreSQL, other
+processes hear of those through LISTEN/NOTIFY (store/postgres_events.py).
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ class ThreadCache:
 
     def drop(self, key: str) -> None:
         self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
     def __len__(self) -> int:
         return len(self._entries)

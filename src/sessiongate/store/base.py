@@ -8,7 +8,7 @@ adapter answers inline because a local WAL write costs less than a thread hop.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -126,6 +126,11 @@ class Store(Protocol):
 
     async def import_chain(self, records: ChainRecords) -> None:
         """Insert a whole chain in one transaction. Raises KeyExists or Conflict."""
+        ...
+
+    def on_key_changed(self, callback: Callable[[str | None], None]) -> None:
+        """Call `callback(key)` when another process erases or imports `key`, and
+        `callback(None)` when such news may have been missed."""
         ...
 
     async def close(self) -> None: ...

@@ -26,6 +26,7 @@ from sessiongate.core.segments import (
 from sessiongate.errors import InvalidInput, KeyExists, SegmentNotFound, SessionNotFound
 from sessiongate.store.exchange import ChainRecords
 from sessiongate.store.migrations import apply_postgres_migrations
+from sessiongate.store.postgres_events import KeyChanged, KeyChangeListener, notify_key_changed
 from sessiongate.store.postgres_import import replay_chain
 from sessiongate.store.postgres_rows import (
     APPEND_SQL,
@@ -67,6 +68,7 @@ class PostgresStore:
         self.pool_size = pool_size
         self._pool: Pool | None = None
         self._lock_pool: Pool | None = None
+        self._events = KeyChangeListener()
 
     async def start(self) -> None:
         """Connect and migrate. Idempotent; after `stop()` it connects again."""
@@ -79,10 +81,19 @@ class PostgresStore:
             # The advisory locks keep a connection for as long as a key is held; a pool of
             # their own means a lock holder never waits for a connection another holder keeps.
             self._lock_pool = await create_pool(self.url, self.pool_size)
+            await self._events.start(self.url)
         except BaseException:
             await pool.close()
+            if self._lock_pool is not None:
+                await self._lock_pool.close()
+                self._lock_pool = None
             raise
         self._pool = pool
+
+    def on_key_changed(self, callback: KeyChanged) -> None:
+        """`callback(key)` after any process erases or imports `key`; `callback(None)` if
+        such news may have been missed."""
+        self._events.callbacks.append(callback)
 
     @property
     def pool(self) -> Pool:
@@ -372,6 +383,7 @@ class PostgresStore:
             await db.execute("DELETE FROM session_keys WHERE key = $1", key)
             await db.execute("DELETE FROM segments WHERE key = $1", key)
             await db.execute("DELETE FROM erasures WHERE key = $1", key)
+            await notify_key_changed(db, key)
 
     async def export_chain(self, key: str) -> ChainRecords:
         # One repeatable-read transaction, so the export is a consistent snapshot.
@@ -404,9 +416,11 @@ class PostgresStore:
     async def import_chain(self, records: ChainRecords) -> None:
         async with self.transaction(key=records.key.key) as db:
             await replay_chain(db, records)
+            await notify_key_changed(db, records.key.key)
 
     async def stop(self) -> None:
         """Close both pools. The store may be started again (on another event loop)."""
+        await self._events.stop()
         pools = [p for p in (self._pool, self._lock_pool) if p is not None]
         self._pool = self._lock_pool = None
         for pool in pools:

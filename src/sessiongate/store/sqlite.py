@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -421,6 +421,9 @@ class SQLiteStore:
     async def integrity_check(self) -> str:
         row = self._conn.execute("PRAGMA integrity_check").fetchone()
         return str(row[0])
+
+    def on_key_changed(self, callback: Callable[[str | None], None]) -> None:
+        """One process owns a SQLite file, so no other process changes keys under it."""
 
     async def close(self) -> None:
         if self.checkpointer is not None:

@@ -1,0 +1,67 @@
+"""Cross-process events over PostgreSQL LISTEN/NOTIFY (DESIGN §4).
+
+A key erased or re-imported by one gateway process must not live on in another's memory:
+each process keeps recent context per key (service/thread_cache.py), and a re-imported
+chain can bring back the same session ids with other content. The write sends
+`NOTIFY` inside its own transaction, so it is delivered exactly when the change commits,
+to every process listening on the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+if TYPE_CHECKING:
+    from sessiongate.store.postgres_rows import Connection
+
+CHANNEL = "sessiongate_key_changed"
+#: Called with the key that changed, or None when changes may have been missed (the
+#: listening connection dropped): then everything remembered must be forgotten.
+KeyChanged = Callable[[str | None], None]
+
+log = logging.getLogger("sessiongate.store")
+
+
+async def notify_key_changed(db: Connection, key: str) -> None:
+    """Announce, on commit of `db`'s transaction, that `key`'s chain was replaced."""
+    await db.execute("SELECT pg_notify($1, $2)", CHANNEL, key)
+
+
+class KeyChangeListener:
+    """One dedicated connection that LISTENs and hands each key to the callbacks."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[KeyChanged] = []
+        self._conn: asyncpg.Connection[Any] | None = None
+
+    async def start(self, url: str) -> None:
+        if self._conn is not None:
+            return
+        conn: asyncpg.Connection[Any] = await asyncpg.connect(url)
+        await conn.add_listener(CHANNEL, self._on_notify)
+        conn.add_termination_listener(self._on_terminated)
+        self._conn = conn
+
+    async def stop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.remove_termination_listener(self._on_terminated)
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    def _emit(self, key: str | None) -> None:
+        for callback in self.callbacks:
+            callback(key)
+
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        self._emit(str(payload))
+
+    def _on_terminated(self, _conn: object) -> None:
+        log.warning("the LISTEN connection to PostgreSQL dropped; forgetting cached context")
+        self._conn = None
+        self._emit(None)
