@@ -6,6 +6,8 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
+import asyncpg
+
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.segments import Message, MessageStatus, Role, Segment, SegmentStatus
 from sessiongate.service.engine import Engine, build_engine
@@ -155,3 +157,47 @@ async def test_another_process_erasing_and_reimporting_reaches_this_cache(
         finally:
             await here.aclose()
             await there.aclose()
+
+
+async def test_a_dropped_listen_connection_clears_the_cache_and_listens_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with fresh_database() as url:
+        engine = build_engine(
+            make_settings(tmp_path, database_url=url),
+            clock=clock,
+            models={"scripted": ScriptedModel()},
+        )
+        await engine.start()
+        try:
+            await collect(engine, "remember me")
+            assert len(engine.sessions.threads) == 1
+            admin = await asyncpg.connect(url)
+            try:
+                # The server ends the listening session, as a restart or a network cut would.
+                await admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE query LIKE 'LISTEN%' AND datname = current_database()"
+                )
+            finally:
+                await admin.close()
+            events = engine.store._events  # type: ignore[attr-defined]
+            for _ in range(300):
+                if events.reconnects:
+                    break
+                await asyncio.sleep(0.01)
+            assert events.reconnects == 1 and len(engine.sessions.threads) == 0
+            # Listening again: an erasure elsewhere still reaches this process.
+            await collect(engine, "fill the cache again")
+            other = await asyncpg.connect(url)
+            try:
+                await other.execute("SELECT pg_notify('sessiongate_key_changed', $1)", KEY)
+            finally:
+                await other.close()
+            for _ in range(200):
+                if len(engine.sessions.threads) == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert len(engine.sessions.threads) == 0
+        finally:
+            await engine.aclose()

@@ -9,6 +9,7 @@ to every process listening on the database.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -37,17 +38,26 @@ class KeyChangeListener:
 
     def __init__(self) -> None:
         self.callbacks: list[KeyChanged] = []
+        self.reconnects = 0
         self._conn: asyncpg.Connection[Any] | None = None
+        self._url = ""
+        self._reconnecting: asyncio.Task[None] | None = None
 
     async def start(self, url: str) -> None:
         if self._conn is not None:
             return
+        self._url = url
         conn: asyncpg.Connection[Any] = await asyncpg.connect(url)
         await conn.add_listener(CHANNEL, self._on_notify)
         conn.add_termination_listener(self._on_terminated)
         self._conn = conn
 
     async def stop(self) -> None:
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconnecting
+            self._reconnecting = None
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.remove_termination_listener(self._on_terminated)
@@ -65,3 +75,17 @@ class KeyChangeListener:
         log.warning("the LISTEN connection to PostgreSQL dropped; forgetting cached context")
         self._conn = None
         self._emit(None)
+        self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        delay = 0.05
+        while self._conn is None:
+            try:
+                await self.start(self._url)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        self.reconnects += 1
+        # Whatever changed while nobody listened is unknown: forget again.
+        self._emit(None)
+        self._reconnecting = None
