@@ -4,7 +4,6 @@ across processes are serialised by row locks inside each transaction."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -23,7 +22,7 @@ from sessiongate.core.segments import (
     Segment,
     SessionKeyRecord,
 )
-from sessiongate.errors import InvalidInput, KeyExists, SegmentNotFound, SessionNotFound
+from sessiongate.errors import KeyExists, SegmentNotFound, SessionNotFound
 from sessiongate.store.exchange import ChainRecords
 from sessiongate.store.migrations import apply_postgres_migrations
 from sessiongate.store.postgres_events import KeyChanged, KeyChangeListener, notify_key_changed
@@ -51,12 +50,10 @@ from sessiongate.store.postgres_rows import (
     utc,
     violated,
 )
+from sessiongate.store.recall_words import recall_words
 
 if TYPE_CHECKING:
     from sessiongate.store.postgres_rows import Connection, Pool
-
-# The same query words as the SQLite store's FTS5 query.
-_FTS_TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 class PostgresStore:
@@ -214,11 +211,8 @@ class PostgresStore:
         limit: int = 5,
         exclude_session_ids: Iterable[str] = (),
     ) -> list[RecallFragment]:
-        words = _FTS_TOKEN_RE.findall(query)
-        if not words:
-            raise InvalidInput("recall query has no searchable words", code="invalid_recall")
         rows = await self.pool.fetch(
-            RECALL_SQL, words[:32], key, list(exclude_session_ids), limit_or_all(limit)
+            RECALL_SQL, recall_words(query), key, list(exclude_session_ids), limit_or_all(limit)
         )
         return [
             RecallFragment(

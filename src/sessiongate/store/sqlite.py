@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,13 +21,13 @@ from sessiongate.core.segments import (
     SessionKeyRecord,
 )
 from sessiongate.errors import (
-    InvalidInput,
     KeyExists,
     SegmentNotFound,
     SessionNotFound,
 )
 from sessiongate.store.exchange import ChainRecords
 from sessiongate.store.migrations import apply_sqlite_migrations
+from sessiongate.store.recall_words import recall_words
 from sessiongate.store.sqlite_checkpoint import WAL_SIZE_LIMIT_BYTES, WalCheckpointer
 from sessiongate.store.sqlite_import import replay_chain
 from sessiongate.store.sqlite_rows import (
@@ -49,7 +48,6 @@ from sessiongate.store.sqlite_rows import (
 )
 
 Synchronous = Literal["off", "normal", "full", "extra"]
-_FTS_TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 class SQLiteStore:
@@ -202,10 +200,7 @@ class SQLiteStore:
         limit: int = 5,
         exclude_session_ids: Iterable[str] = (),
     ) -> list[RecallFragment]:
-        words = _FTS_TOKEN_RE.findall(query)
-        if not words:
-            raise InvalidInput("recall query has no searchable words", code="invalid_recall")
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:32])
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in recall_words(query))
         excluded = tuple(exclude_session_ids)
         placeholders = ",".join("?" for _ in excluded) or "''"
         rows = self._conn.execute(
