@@ -105,11 +105,18 @@ class PostgresStore:
         return self._lock_pool
 
     @asynccontextmanager
-    async def transaction(self, *, key: str | None = None) -> AsyncIterator[Connection]:
+    async def transaction(
+        self, *, key: str | None = None, single_statement: bool = False
+    ) -> AsyncIterator[Connection]:
         """One transaction on a pooled connection; refused writes become domain errors.
-        `key`: a write that would create this key reports a racing creator as KeyExists."""
+        `key`: a write that would create this key reports a racing creator as KeyExists.
+        `single_statement`: the caller runs one statement, atomic on its own, so BEGIN and
+        COMMIT (two round trips) are left out."""
         async with self.pool.acquire() as conn:
             try:
+                if single_statement:
+                    yield conn
+                    return
                 async with conn.transaction():
                     yield conn
             except asyncpg.PostgresError as exc:
@@ -341,7 +348,9 @@ class PostgresStore:
     ) -> Message:
         at = utc(now)
         meta = dumps(metadata or {})
-        async with self.transaction() as db:
+        async with self.transaction(single_statement=True) as db:
+            # One statement: the segment row lock, the insert and the count bump commit
+            # together.
             seq = await db.fetchval(
                 APPEND_SQL, session_id, role.value, content, status.value, meta, at
             )
@@ -350,7 +359,7 @@ class PostgresStore:
         return Message(session_id, seq, role, content, status, at, metadata or {})
 
     async def set_overrides(self, key: str, overrides: dict[str, Any]) -> SessionKeyRecord:
-        async with self.transaction() as db:
+        async with self.transaction(single_statement=True) as db:
             row = await db.fetchrow(
                 f"UPDATE session_keys SET overrides = $1 WHERE key = $2 RETURNING {KEY_COLUMNS}",
                 dumps(overrides),
