@@ -50,7 +50,7 @@ from sessiongate.store.postgres_rows import (
     utc,
     violated,
 )
-from sessiongate.store.recall_words import recall_words
+from sessiongate.store.recall import recall_fragment, recall_words
 
 if TYPE_CHECKING:
     from sessiongate.store.postgres_rows import Connection, Pool
@@ -222,16 +222,7 @@ class PostgresStore:
             RECALL_SQL, recall_words(query), key, list(exclude_session_ids), limit_or_all(limit)
         )
         return [
-            RecallFragment(
-                session_id=r[0],
-                message_id=f"{r[0]}:{r[1]}",
-                seq=r[1],
-                role=Role(r[2]),
-                content=r[3],
-                score=round(float(r[5]), 6),
-                rationale=rationale,
-                created_at=r[4],
-            )
+            recall_fragment(r[0], r[1], r[2], r[3], r[4], score=float(r[5]), rationale=rationale)
             for r in rows
         ]
 

@@ -27,7 +27,7 @@ from sessiongate.errors import (
 )
 from sessiongate.store.exchange import ChainRecords
 from sessiongate.store.migrations import apply_sqlite_migrations
-from sessiongate.store.recall_words import recall_words
+from sessiongate.store.recall import recall_fragment, recall_words
 from sessiongate.store.sqlite_checkpoint import WAL_SIZE_LIMIT_BYTES, WalCheckpointer
 from sessiongate.store.sqlite_import import replay_chain
 from sessiongate.store.sqlite_rows import (
@@ -216,15 +216,8 @@ class SQLiteStore:
             (match, key, *excluded, limit),
         ).fetchall()
         return [
-            RecallFragment(
-                session_id=r[0],
-                message_id=f"{r[0]}:{r[1]}",
-                seq=r[1],
-                role=Role(r[2]),
-                content=r[3],
-                score=round(-float(r[5]), 6),
-                rationale=rationale,
-                created_at=from_micros(r[4]),
+            recall_fragment(
+                r[0], r[1], r[2], r[3], from_micros(r[4]), score=-float(r[5]), rationale=rationale
             )
             for r in rows
         ]
