@@ -413,7 +413,8 @@ class InProcessModel:
 
 def build_gateway(args: argparse.Namespace) -> tuple[Any, str, str]:
     """(engine, api key, which model adapter is in use)."""
-    from sessiongate.config import ConfigError, Settings
+    from sessiongate.config import Settings
+    from sessiongate.errors import ConfigError
     from sessiongate.service.engine import build_engine
 
     base_url = f"{args.stub_url}/v1"

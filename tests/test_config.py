@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sessiongate.config import ConfigError, load_settings
+from sessiongate.config import load_settings
 from sessiongate.core.rotation import LifecycleMode
 from sessiongate.durations import format_duration, parse_duration, parse_optional_duration
+from sessiongate.errors import ConfigError
 
 
 @pytest.mark.parametrize(

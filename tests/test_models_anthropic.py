@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from sessiongate.config import ConfigError, ModelConfig
+from sessiongate.config import ModelConfig
+from sessiongate.errors import ConfigError
 from sessiongate.models.anthropic import LEADING_USER_PLACEHOLDER, AnthropicModel, to_anthropic
 from sessiongate.service.engine import build_reply_model
 from tests.fake_providers import (

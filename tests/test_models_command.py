@@ -11,8 +11,9 @@ from typing import cast
 
 import pytest
 
-from sessiongate.config import ConfigError, ModelConfig, Settings
+from sessiongate.config import ModelConfig, Settings
 from sessiongate.core.segments import Role
+from sessiongate.errors import ConfigError
 from sessiongate.models.base import ModelChunk, TextDelta
 from sessiongate.models.command import CommandModel
 from sessiongate.service.engine import build_engine, build_reply_model

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from sessiongate.config import ConfigError, ModelConfig
+from sessiongate.config import ModelConfig
+from sessiongate.errors import ConfigError
 from sessiongate.models.openai import OpenAIChatModel
 from sessiongate.models.retry import RetryPolicy, parse_retry_after
 from sessiongate.service.engine import build_reply_model

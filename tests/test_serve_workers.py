@@ -17,7 +17,8 @@ import asyncpg
 import httpx
 import pytest
 
-from sessiongate.config import ConfigError, load_settings
+from sessiongate.config import load_settings
+from sessiongate.errors import ConfigError
 from tests.pg import fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,13 +13,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from sessiongate.config import ConfigError, Settings, load_settings
+from sessiongate.config import Settings, load_settings
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.segments import Role, RotationReason
-from sessiongate.errors import KeyExists, SessionGateError
+from sessiongate.errors import ConfigError, KeyExists, MigrationError, SessionGateError
 from sessiongate.service.engine import build_engine
-from sessiongate.store.migrations import MigrationError, load_migrations
+from sessiongate.store.migrations import load_migrations
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.postgres_locks import PostgresKeyLocks, lock_id
 from sessiongate.store.sqlite import SQLiteStore

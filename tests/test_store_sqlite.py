@@ -12,7 +12,8 @@ import pytest
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.ids import IdGenerator, is_session_id
 from sessiongate.core.segments import Role, RotationReason
-from sessiongate.store.migrations import MigrationError, apply_sqlite_migrations
+from sessiongate.errors import MigrationError
+from sessiongate.store.migrations import apply_sqlite_migrations
 from sessiongate.store.sqlite import SQLiteStore
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)

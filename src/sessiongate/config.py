@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from sessiongate.core.rotation import LifecycleMode, LifecyclePolicy, SemanticPolicy
 from sessiongate.durations import format_duration, parse_duration, parse_optional_duration
+from sessiongate.errors import ConfigError
 
 CONFIG_ENV = "SESSIONGATE_CONFIG"
 
@@ -234,10 +235,6 @@ class Settings(BaseSettings):
         if not url.startswith(prefix):
             raise ValueError(f"database.url {url!r} is not a sqlite:/// URL")
         return Path(url[len(prefix) :])
-
-
-class ConfigError(ValueError):
-    """A configuration problem, with one line per bad field."""
 
 
 def load_settings(path: str | Path | None = None) -> Settings:

@@ -23,6 +23,30 @@ class SessionGateError(Exception):
         return {"error": {"code": self.code, "message": self.message}}
 
 
+class ConfigError(SessionGateError, ValueError):
+    """A configuration problem found at start-up, with one line per bad field."""
+
+    code = "invalid_config"
+    status = 500
+
+
+class MigrationError(SessionGateError):
+    """The database schema cannot be brought to this version (edited or newer migrations)."""
+
+    code = "migration_failed"
+    status = 500
+
+
+class Unauthorized(SessionGateError):
+    code = "unauthorized"
+    status = 401
+
+
+class Forbidden(SessionGateError):
+    code = "forbidden"
+    status = 403
+
+
 class InvalidInput(SessionGateError):
     code = "invalid_input"
     status = 400
@@ -99,3 +123,20 @@ class ModelError(SessionGateError):
     def __init__(self, message: str, *, code: str | None = None, retryable: bool = False) -> None:
         super().__init__(message, code=code)
         self.retryable = retryable
+
+
+class IncompleteStream(ModelError):
+    """The provider's stream ended without its end marker (no finish reason, no [DONE]):
+    whatever text came is kept as `interrupted`, never as a complete reply."""
+
+    code = "stream_incomplete"
+
+    def __init__(self, message: str = "the model's stream ended before its end marker") -> None:
+        super().__init__(message, retryable=False)
+
+
+class TurnTimeout(SessionGateError):
+    """A whole turn ran past its agent's `turn_timeout`; the key is freed."""
+
+    code = "turn_timeout"
+    status = 504

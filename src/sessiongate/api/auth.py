@@ -7,14 +7,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from sessiongate.core.users import User
-from sessiongate.errors import SessionGateError
+from sessiongate.errors import Unauthorized
 from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
-
-
-class Unauthorized(SessionGateError):
-    code = "unauthorized"
-    status = 401
 
 
 async def current_user(request: Request) -> User:

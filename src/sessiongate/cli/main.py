@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from sessiongate.cli.demo import fresh_demo_database, run_demo
-from sessiongate.config import ConfigError, Settings, cross_check, load_settings
-from sessiongate.errors import SessionGateError
+from sessiongate.config import Settings, cross_check, load_settings
+from sessiongate.errors import ConfigError, SessionGateError
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller
 

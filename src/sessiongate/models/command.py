@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sessiongate.config import ConfigError, ModelConfig
+from sessiongate.config import ModelConfig
 from sessiongate.core.context import estimate_tokens
-from sessiongate.errors import ModelError
+from sessiongate.errors import ConfigError, ModelError
 from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
 
 _READ_SIZE = 4096

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sessiongate.config import ConfigError, ModelConfig
-from sessiongate.errors import ModelError
+from sessiongate.config import ModelConfig
+from sessiongate.errors import ConfigError, ModelError
 
 log = logging.getLogger("sessiongate.models")
 

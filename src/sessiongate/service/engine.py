@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sessiongate.config import ConfigError, ModelConfig, Settings
+from sessiongate.config import ModelConfig, Settings
 from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.control import BUILTIN_JUDGE, LexicalTopicJudge, TopicJudge
 from sessiongate.core.ids import IdGenerator
+from sessiongate.errors import ConfigError
 from sessiongate.models.base import ReplyModel
 from sessiongate.models.judge import ModelTopicJudge
 from sessiongate.models.offline import OfflineModel

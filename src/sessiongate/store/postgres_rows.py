@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
 
-from sessiongate.config import ConfigError, redact_url
+from sessiongate.config import redact_url
 from sessiongate.core.segments import (
     Message,
     MessageStatus,
@@ -22,6 +22,7 @@ from sessiongate.core.segments import (
     SessionKeyRecord,
 )
 from sessiongate.errors import (
+    ConfigError,
     Conflict,
     ImmutableSegment,
     InvalidContent,

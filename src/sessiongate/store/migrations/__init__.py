@@ -17,14 +17,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from sessiongate.errors import MigrationError
+
 if TYPE_CHECKING:
     from sessiongate.store.postgres_rows import Connection
 
 _NAME_RE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
-
-
-class MigrationError(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)
