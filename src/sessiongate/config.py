@@ -62,6 +62,13 @@ class ServerConfig(_Section):
     access_log: bool = False
     #: Worker processes on the one listening socket. More than one needs PostgreSQL.
     workers: int = Field(1, ge=1, le=64)
+    #: A bearer token that may read /metrics without being an admin's API key (for a
+    #: Prometheus scraper). Unset: only admins read /metrics.
+    metrics_token: str | None = Field(None, min_length=16, max_length=512)
+
+    @field_serializer("metrics_token", when_used="json")
+    def _mask_token(self, value: str | None) -> str | None:
+        return None if value is None else "********"
 
 
 class CompatConfig(_Section):
@@ -191,12 +198,33 @@ class AgentConfig(_Section):
     token_budget: int | None = Field(None, ge=256)
     system_prompt: str | None = None
     context_files: list[str] | None = None
+    #: The longest a whole turn may run (rotation, model calls, tools) before it is cut
+    #: short and its key freed; a client that leaves does not extend it.
+    turn_timeout: Duration | None = None
 
 
 class LimitsConfig(_Section):
     max_content_chars: int = Field(100_000, ge=1, le=10_000_000)
     max_body_bytes: int = Field(1_048_576, ge=1024)
     max_recall_results: int = Field(20, ge=1, le=200)
+    #: A reply longer than this is cut, kept and marked `truncated` (and the model's
+    #: stream is closed), so one runaway reply never bloats every later turn.
+    max_reply_chars: int = Field(200_000, ge=100, le=50_000_000)
+    #: Request line plus headers, in bytes, and how many headers: over either → 431,
+    #: before any handler or authentication runs.
+    max_header_bytes: int = Field(16_384, ge=1024, le=1_048_576)
+    max_header_count: int = Field(100, ge=8, le=1000)
+    #: A client must finish sending its headers within this time, and must keep its body
+    #: arriving with no gap longer than `body_timeout`.
+    header_timeout: Duration = timedelta(seconds=10)
+    body_timeout: Duration = timedelta(seconds=30)
+    #: WebSocket: the largest frame (bytes) and the deepest JSON nesting a frame may hold;
+    #: a frame over either gets an error frame and the socket stays open.
+    ws_max_frame_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
+    ws_max_json_depth: int = Field(32, ge=2, le=1000)
+    #: WebSocket frames waiting behind a running turn, per socket; one more is refused
+    #: with an error frame naming it.
+    ws_max_queued_frames: int = Field(64, ge=1, le=10_000)
 
 
 class Settings(BaseSettings):

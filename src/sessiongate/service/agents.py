@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from sessiongate.config import AgentConfig, Settings
@@ -11,6 +12,8 @@ from sessiongate.errors import NotFound
 
 DEFAULT_AGENT = "main"
 DEFAULTS_SECTION = "defaults"
+#: A turn (every model call included) ends after this long unless the agent says otherwise.
+DEFAULT_TURN_TIMEOUT = timedelta(minutes=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,7 @@ class AgentProfile:
     token_budget: int | None
     system_prompt: str | None
     context_files: tuple[ContextFile, ...]
+    turn_timeout: timedelta = DEFAULT_TURN_TIMEOUT
 
 
 def merge_agent(name: str, defaults: AgentConfig, own: AgentConfig) -> AgentConfig:
@@ -51,6 +55,7 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
             token_budget=cfg.token_budget,
             system_prompt=cfg.system_prompt,
             context_files=files,
+            turn_timeout=cfg.turn_timeout or DEFAULT_TURN_TIMEOUT,
         )
     return profiles
 
