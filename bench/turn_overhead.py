@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import gc
 import json
-import math
 import os
 import platform
 import random
@@ -44,10 +43,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from common import load_average, nearest_rank, render_table, version_of
 from sessiongate.core.clock import SystemClock
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.segments import Role
@@ -431,11 +430,6 @@ def io_counters() -> tuple[int, int] | None:
     return int(fields["rchar"]), int(fields["wchar"])
 
 
-def percentile(sorted_ns: list[int], fraction: float) -> int:
-    """Nearest-rank percentile."""
-    return sorted_ns[max(0, math.ceil(fraction * len(sorted_ns)) - 1)]
-
-
 @dataclass
 class Cell:
     store: str
@@ -549,7 +543,7 @@ async def measure_store(
             ordered = sorted(cell.samples_ns)
             cell.turns = len(ordered)
             cell.median_ns = int(statistics.median(ordered))
-            cell.p95_ns = percentile(ordered, 0.95)
+            cell.p95_ns = nearest_rank(ordered, 0.95)
             cell.mean_ns = int(statistics.fmean(ordered))
             cell.min_ns, cell.max_ns = ordered[0], ordered[-1]
             if io_available:
@@ -614,25 +608,6 @@ def fmt_ratio(peer: float | None, base: float | None) -> str:
         return "—"
     ratio = peer / base
     return f"{ratio:,.1f}x" if ratio < 100 else f"{ratio:,.0f}x"
-
-
-def render_table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def line(cells: list[str]) -> str:
-        parts = [
-            c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(cells)
-        ]
-        return "| " + " | ".join(parts) + " |"
-
-    rule = (
-        "|"
-        + "|".join(
-            ("-" * (w + 1) + ":") if i in right else ("-" * (w + 2)) for i, w in enumerate(widths)
-        )
-        + "|"
-    )
-    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
 
 
 def cell_time(cell: Cell, which: Literal["median", "p95"]) -> str:
@@ -740,20 +715,6 @@ def history_bytes_table(results: dict[str, dict[int, Cell]], window: int) -> str
             row.append(fmt_bytes(results["agents"][n].history_bytes_per_turn))
         rows.append(row)
     return render_table(headers, rows, right=set(range(1, len(headers))))
-
-
-def load_average() -> float:
-    try:
-        return os.getloadavg()[0]
-    except OSError:  # not available on this platform
-        return float("nan")
-
-
-def version_of(dist: str) -> str:
-    try:
-        return importlib_metadata.version(dist)
-    except importlib_metadata.PackageNotFoundError:
-        return "not installed"
 
 
 @dataclass
