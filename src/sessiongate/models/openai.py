@@ -8,14 +8,13 @@ already reached the client, after which retrying would silently restart the answ
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import TypeGuard, cast
+from typing import TypeGuard
 
 import aiohttp
 import anyio
 import httpx2
 import openai
 import orjson
-from openai._constants import RAW_RESPONSE_HEADER
 
 from sessiongate.config import ModelConfig
 from sessiongate.core.context import estimate_tokens
@@ -37,7 +36,7 @@ from sessiongate.models.retry import (
     unexpected_failure,
 )
 
-# Reading the raw stream, transport errors arrive unwrapped by the SDK.
+# Reading the body of the `httpx2.Response` itself, transport errors arrive unwrapped.
 _TIMEOUTS = (openai.APITimeoutError, httpx2.TimeoutException)
 _DROPS = (
     openai.APIConnectionError,
@@ -124,38 +123,33 @@ class OpenAIChatModel:
 
     async def _attempt(self, wire: list[dict[str, str]]) -> AsyncGenerator[ModelChunk, None]:
         # The SDK sends the request (auth, base URL, timeouts, typed status errors) through
-        # its generic `post` with the raw-stream header its `with_streaming_response` uses,
-        # and the SSE lines are parsed here: the typed `create` path transforms every
-        # message and builds a model per chunk, ~0.17 ms each, which at a 50-message window
-        # was most of the gateway's CPU per turn (bench/gateway_load.py).
+        # its public `post` for custom requests, asked for the `httpx2.Response` itself with
+        # the body left unread, and the SSE lines are parsed here: the typed `create` path
+        # transforms every message and builds a model per chunk, ~0.17 ms each, which at a
+        # 50-message window was most of the gateway's CPU per turn (bench/gateway_load.py).
         payload = {
             "model": self.model,
             "messages": wire,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        response = cast(
-            openai.AsyncAPIResponse[object],
-            await self._client.post(
-                "/chat/completions",
-                # Encoded here: the SDK's pure-Python encoder costs more per turn.
-                content=orjson.dumps(payload),
-                cast_to=object,
-                options={"headers": {RAW_RESPONSE_HEADER: "stream"}},
-            ),
+        response = await self._client.post(
+            "/chat/completions",
+            cast_to=httpx2.Response,
+            # Encoded here: the SDK's pure-Python encoder costs more per turn.
+            content=orjson.dumps(payload),
+            stream=True,
         )
         parts: list[str] = []
         usage: Usage | None = None
         finished = False
         try:
-            async for data in _data_lines(response.http_response.aiter_bytes()):
+            async for data in _data_lines(response.aiter_bytes()):
                 if data == b"[DONE]":
                     break
                 chunk = orjson.loads(data)
                 if isinstance(chunk, dict) and "error" in chunk:
-                    raise openai.APIError(
-                        "error in stream", response.http_request, body=chunk["error"]
-                    )
+                    raise openai.APIError("error in stream", response.request, body=chunk["error"])
                 text, chunk_usage, chunk_finished = self._read_chunk(chunk)
                 usage = chunk_usage or usage
                 finished = finished or chunk_finished
@@ -163,7 +157,7 @@ class OpenAIChatModel:
                     parts.append(text)
                     yield TextDelta(text)
         finally:
-            await response.close()
+            await response.aclose()
         if not finished and not parts:
             # An empty body with neither text nor a finish_reason is not an answer.
             raise StreamTruncated
