@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import textwrap
 from collections.abc import AsyncGenerator
@@ -89,15 +90,19 @@ async def test_streams_stdout_as_tokens_and_gets_the_turn_on_stdin(tmp_path: Pat
     assert outcome.usage is not None and outcome.usage.completion_tokens > 0
 
 
-async def test_a_non_zero_exit_is_command_failed_with_the_end_of_stderr(tmp_path: Path) -> None:
+async def test_a_non_zero_exit_is_command_failed_with_stderr_only_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sessiongate.models")
     outcome = await consume(CommandModel("relay", script(tmp_path, FAIL)), MESSAGES)
     assert outcome.text == "partial "  # streamed before the failure, which still surfaces
     assert outcome.error is not None and outcome.error.code == "command_failed"
-    assert "exited with code 3" in outcome.error.message
-    assert outcome.error.message.endswith("FATAL: upstream down")
-    stderr_part = outcome.error.message.split("stderr: ", 1)[1]
-    assert len(stderr_part) <= 500
+    assert outcome.error.message == "the model command exited with code 3"
     assert outcome.usage is None
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING and "'relay'" in record.model
+    assert record.detail.endswith("FATAL: upstream down")
+    assert len(record.detail) <= len("stderr: ") + 500
 
 
 async def test_a_relay_that_runs_too_long_is_killed_with_its_process_group(
@@ -112,11 +117,24 @@ async def test_a_relay_that_runs_too_long_is_killed_with_its_process_group(
     assert await wait_dead(pid, grandchild)
 
 
-async def test_a_missing_executable_is_command_not_found(tmp_path: Path) -> None:
-    model = CommandModel("relay", [str(tmp_path / "no-such-relay"), "--flag"])
+async def test_a_missing_executable_is_command_not_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sessiongate.models")
+    model = CommandModel("relay", [str(tmp_path / "no-such-relay"), "--token=s3cret"])
     outcome = await consume(model, MESSAGES)
     assert outcome.error is not None and outcome.error.code == "command_not_found"
-    assert "no-such-relay" in outcome.error.message
+    assert outcome.error.message == "the model command was not found"
+    (record,) = caplog.records
+    assert record.program.endswith("no-such-relay")
+    assert "s3cret" not in str(vars(record))  # argv past the program may carry secrets
+
+
+async def test_an_exit_with_code_0_is_a_complete_reply(tmp_path: Path) -> None:
+    quiet = "import sys; sys.stdout.write('all of it')"
+    outcome = await consume(CommandModel("relay", script(tmp_path, quiet)), MESSAGES)
+    assert outcome.error is None and outcome.text == "all of it"
+    assert outcome.usage is not None
 
 
 async def test_a_consumer_that_stops_early_kills_the_relay(tmp_path: Path) -> None:

@@ -5,6 +5,11 @@ The configured argv runs without a shell. It gets the turn as one JSON object
 as it arrives. A non-zero exit is a failure even after some text, so a relay that dies
 half-way never looks like a finished answer. The child runs in its own process group, so
 a timeout or a consumer that stops listening kills the relay and anything it started.
+An exit with code 0 after EOF on stdout is the end of a complete reply (the relay's only
+end marker).
+
+Error messages are fixed per category ("the model command exited with code 3"); the
+relay's stderr, which may carry anything the relay printed, goes to the log only.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import codecs
 import contextlib
 import json
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator, Sequence
@@ -24,8 +30,10 @@ from sessiongate.core.context import estimate_tokens
 from sessiongate.errors import ConfigError, ModelError
 from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
 
+log = logging.getLogger("sessiongate.models")
+
 _READ_SIZE = 4096
-#: Bytes of stderr kept while the relay runs; the error message shows the last few hundred.
+#: Bytes of stderr kept while the relay runs; the log shows the last few hundred.
 _STDERR_KEEP = 8192
 
 
@@ -99,33 +107,47 @@ class CommandModel:
                 start_new_session=True,  # its own process group, killed as a whole
             )
         except FileNotFoundError:
-            raise ModelError(
-                f"{self.label}: the program {self.argv[0]!r} was not found",
-                code="command_not_found",
+            raise self._error(
+                "the model command was not found", "command_not_found", "program not found"
             ) from None
         except PermissionError:
-            raise ModelError(
-                f"{self.label}: the program {self.argv[0]!r} is not executable",
-                code="command_not_found",
+            raise self._error(
+                "the model command is not executable", "command_not_found", "not executable"
             ) from None
         except OSError as exc:
-            raise ModelError(
-                f"{self.label}: could not start ({exc.strerror or type(exc).__name__})",
-                code="command_failed",
+            raise self._error(
+                "the model command could not be started",
+                "command_failed",
+                f"could not start: {exc.strerror or type(exc).__name__}",
             ) from None
 
     def _timeout(self) -> ModelError:
-        return ModelError(
-            f"{self.label} did not finish within {self.timeout:g}s and was killed",
-            code="model_timeout",
+        return self._error(
+            "the model command timed out and was killed",
+            "model_timeout",
+            f"no end within {self.timeout:g}s",
             retryable=True,
         )
 
     def _failed(self, code: int, stderr: str) -> ModelError:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        tail = stderr.strip()[-self.stderr_chars :]
-        detail = f"; stderr: {tail}" if tail else "; stderr was empty"
-        return ModelError(f"{self.label} {how}{detail}", code="command_failed", retryable=True)
+        tail = " ".join(stderr.split())[-self.stderr_chars :]
+        return self._error(
+            f"the model command {how}",
+            "command_failed",
+            f"stderr: {tail}" if tail else "stderr was empty",
+            retryable=True,
+        )
+
+    def _error(
+        self, message: str, code: str, detail: str, *, retryable: bool = False
+    ) -> ModelError:
+        """The error for the caller, with a fixed message; the detail goes to the log."""
+        log.warning(
+            "model_failure",
+            extra={"model": self.label, "code": code, "detail": detail, "program": self.argv[0]},
+        )
+        return ModelError(message, code=code, retryable=retryable)
 
 
 async def _feed(proc: asyncio.subprocess.Process, payload: bytes) -> None:
