@@ -171,13 +171,19 @@ def openai_chunk(content: str | None = None, finish: str | None = None) -> dict[
 
 
 def openai_events(
-    tokens: list[str], *, usage: tuple[int, int] | None = (11, 7), done: bool = True
+    tokens: list[str],
+    *,
+    usage: tuple[int, int] | None = (11, 7),
+    finish: bool = True,
+    done: bool = True,
 ) -> list[str]:
-    """role chunk, one chunk per token, finish chunk, usage chunk, [DONE]."""
+    """role chunk, one chunk per token, then (with `finish`) the finish chunk and the usage
+    chunk, then (with `done`) `[DONE]`. `finish=False, done=False` is a body that just ends;
+    `finish=False` alone a server that sends `[DONE]` without the model's finish_reason."""
     first = openai_chunk()
     first["choices"][0]["delta"] = {"role": "assistant", "content": ""}
     frames = [sse(first)] + [sse(openai_chunk(t)) for t in tokens]
-    if done:
+    if finish:
         frames.append(sse(openai_chunk(finish="stop")))
         if usage is not None:
             chunk = openai_chunk()
@@ -188,6 +194,7 @@ def openai_events(
                 "total_tokens": sum(usage),
             }
             frames.append(sse(chunk))
+    if done:
         frames.append(sse("[DONE]"))
     return frames
 
@@ -197,9 +204,16 @@ def openai_error(message: str, kind: str = "server_error") -> dict[str, Any]:
 
 
 def anthropic_events(
-    tokens: list[str], *, input_tokens: int = 13, output_tokens: int = 5, stop: bool = True
+    tokens: list[str],
+    *,
+    input_tokens: int = 13,
+    output_tokens: int = 5,
+    stop_reason: bool = True,
+    message_stop: bool = True,
 ) -> list[str]:
-    """message_start … content_block_delta (text_delta) … message_delta … message_stop."""
+    """message_start … content_block_delta (text_delta) … then (with `stop_reason`)
+    content_block_stop and the message_delta carrying the stop reason, then (with
+    `message_stop`) message_stop. Both off is a body that just ends."""
     message: dict[str, Any] = {
         "id": "msg_fake",
         "type": "message",
@@ -227,7 +241,7 @@ def anthropic_events(
         frames.append(
             sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
         )
-    if stop:
+    if stop_reason:
         frames += [
             sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
             sse(
@@ -238,8 +252,9 @@ def anthropic_events(
                 },
                 "message_delta",
             ),
-            sse({"type": "message_stop"}, "message_stop"),
         ]
+    if message_stop:
+        frames.append(sse({"type": "message_stop"}, "message_stop"))
     return frames
 
 

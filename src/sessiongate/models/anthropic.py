@@ -3,10 +3,19 @@
 Anthropic wants the system prompt apart from the messages, strictly alternating roles and
 a user message first; `to_anthropic` reshapes the gateway's context to fit. Retries are
 ours (the SDK's `max_retries` is 0), for the same reason as in the OpenAI adapter.
+
+When a reply is complete: a `message_delta` carried a `stop_reason` ("end_turn",
+"max_tokens", "stop_sequence", …): the model saying why it stopped, sent after the last
+content block. The same rule as the OpenAI adapter's `finish_reason`: a body that ends
+without one (even if it ends with `message_stop`) raises `IncompleteStream` after the text
+that came, while a `stop_reason` followed by a body that closes, breaks or goes quiet
+before `message_stop` is complete, since only the framing event is missing.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, cast
 
@@ -19,11 +28,13 @@ from sessiongate.core.context import estimate_tokens
 from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
 from sessiongate.models.retry import (
     PLACEHOLDER_KEY,
+    BadChunk,
     Failure,
     RetryPolicy,
     StreamTruncated,
     bad_response,
-    connection_failure,
+    describe,
+    dropped_failure,
     error_detail,
     error_event_failure,
     key_hint,
@@ -31,7 +42,9 @@ from sessiongate.models.retry import (
     status_failure,
     stream_with_retries,
     timeout_error,
+    truncated_failure,
     unexpected_failure,
+    unreachable_failure,
 )
 
 #: The config has no field for it; long enough for any chat reply.
@@ -39,15 +52,12 @@ DEFAULT_MAX_TOKENS = 4096
 #: Stands in when the context window starts on an assistant message.
 LEADING_USER_PLACEHOLDER = "(earlier conversation omitted)"
 
-# The SDK does not wrap transport errors raised while the body streams.
-_TIMEOUTS = (anthropic.APITimeoutError, httpx2.TimeoutException)
-_DROPS = (
-    anthropic.APIConnectionError,
-    httpx2.TransportError,
-    anyio.EndOfStream,
-    OSError,
-    StreamTruncated,
-)
+log = logging.getLogger("sessiongate.models")
+
+# Failures while the body streams: the SDK's stream passes the transport's own exceptions
+# through unwrapped (only the request before the head becomes APIConnectionError).
+_BODY_TIMEOUTS = (httpx2.TimeoutException, TimeoutError)
+_BODY_DROPS = (httpx2.TransportError, anyio.EndOfStream, OSError)
 
 
 def to_anthropic(messages: Sequence[WireMessage]) -> tuple[str, list[dict[str, str]]]:
@@ -128,33 +138,41 @@ class AnthropicModel:
         parts: list[str] = []
         prompt: int | None = None
         completion: int | None = None
-        stopped = False
+        stop_reason: str | None = None
         try:
             async for event in stream:
                 kind = getattr(event, "type", None)
-                if kind == "message_start":
-                    usage = getattr(getattr(event, "message", None), "usage", None)
-                    prompt = _prompt_tokens(usage) or prompt
-                    completion = _int(getattr(usage, "output_tokens", None)) or completion
-                elif kind == "content_block_delta":
+                if kind == "content_block_delta":
                     delta = getattr(event, "delta", None)
                     if getattr(delta, "type", None) != "text_delta":
                         continue  # thinking / tool-input deltas are not reply text
                     text = getattr(delta, "text", None)
                     if not isinstance(text, str):
-                        raise bad_response(self.label, "a text_delta without text")
+                        raise BadChunk("a text_delta without text")
                     if text:
                         parts.append(text)
                         yield TextDelta(text)
+                elif kind == "message_start":
+                    usage = getattr(getattr(event, "message", None), "usage", None)
+                    prompt = _prompt_tokens(usage) or prompt
+                    completion = _int(getattr(usage, "output_tokens", None)) or completion
                 elif kind == "message_delta":
                     usage = getattr(event, "usage", None)
                     prompt = _prompt_tokens(usage) or prompt
                     completion = _int(getattr(usage, "output_tokens", None)) or completion
-                elif kind == "message_stop":
-                    stopped = True
+                    reason = getattr(getattr(event, "delta", None), "stop_reason", None)
+                    stop_reason = reason if isinstance(reason, str) else stop_reason
+        except _BODY_DROPS as exc:  # timeouts included
+            if stop_reason is None:
+                raise
+            # The reply was whole; only message_stop was lost.
+            log.info(
+                "model_stream_tail_lost",
+                extra={"model": self.label, "detail": describe(exc, self._key)},
+            )
         finally:
             await stream.close()
-        if not stopped:  # the protocol always ends with message_stop
+        if stop_reason is None:
             raise StreamTruncated
         full = "".join(parts)
         yield Usage(
@@ -163,22 +181,27 @@ class AnthropicModel:
         )
 
     def _classify(self, exc: Exception, started: bool) -> Failure:
-        label = self.label
+        key = self._key
         if isinstance(exc, anthropic.APIStatusError):
-            kind, detail = error_detail(exc.body, self._key)
+            kind, detail = error_detail(exc.body, key)
             if exc.status_code < 400:  # an `error` event inside a 200 stream
-                failure = error_event_failure(label, kind, detail)
-                return Failure(failure.error) if started else failure
+                return error_event_failure(kind, detail, started=started)
             return status_failure(
-                label, exc.status_code, exc.response.headers, detail, self._key_hint
+                exc.status_code, exc.response.headers, detail, key_hint=self._key_hint
             )
-        if isinstance(exc, _TIMEOUTS):
-            return Failure(timeout_error(label, started=started))
-        if isinstance(exc, _DROPS):
-            return connection_failure(label, started=started)
-        if isinstance(exc, ValueError):  # invalid JSON in a data line
-            return Failure(bad_response(label, "a data line is not valid JSON"))
-        return unexpected_failure(label, exc)
+        if isinstance(exc, anthropic.APITimeoutError):  # no answer's head in time
+            return Failure(timeout_error(started=False), detail=describe(exc, key))
+        if isinstance(exc, anthropic.APIConnectionError):  # before the answer's head
+            return unreachable_failure(exc, key)
+        if isinstance(exc, StreamTruncated):
+            return truncated_failure(started=started)
+        if isinstance(exc, _BODY_TIMEOUTS):
+            return Failure(timeout_error(started=started), detail=describe(exc, key))
+        if isinstance(exc, _BODY_DROPS):
+            return dropped_failure(exc, key, started=started)
+        if isinstance(exc, BadChunk | json.JSONDecodeError):  # orjson's is a subclass
+            return bad_response(describe(exc, key))
+        return unexpected_failure(exc, key)
 
 
 def _int(value: object) -> int | None:

@@ -3,10 +3,24 @@ vLLM, llama.cpp, LM Studio) through the official SDK, streamed.
 
 Retries are ours, not the SDK's (its `max_retries` is 0): only we know whether a token has
 already reached the client, after which retrying would silently restart the answer.
+
+When a reply is complete: the first choice reported a `finish_reason`. That is the model
+saying why it stopped ("stop", "length", "content_filter", "tool_calls"), and every text
+delta of the choice comes before it. `data: [DONE]` is only the server's end of the SSE
+stream: it ends the reading, but on its own it is not enough (a server or proxy that gives
+up mid-generation can still close the stream with it), so `[DONE]` or a clean end of the
+body without a `finish_reason` raises `IncompleteStream` after the text that came.
+The other way round, a `finish_reason` followed by a body that closes, breaks or goes
+quiet before `[DONE]` is a complete reply: the text is whole by the model's own account,
+only the trailing usage chunk and `[DONE]` are missing (usage is then estimated), and
+several compatible servers end the body without `[DONE]` at all. Marking such a reply
+`interrupted` would tell the user a whole answer was cut.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TypeGuard
 
@@ -21,31 +35,34 @@ from sessiongate.core.context import estimate_tokens
 from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
 from sessiongate.models.retry import (
     PLACEHOLDER_KEY,
+    BadChunk,
     Failure,
     RetryPolicy,
+    StreamErrorObject,
     StreamTruncated,
     bad_response,
-    connection_failure,
+    describe,
+    dropped_failure,
     error_detail,
     error_event_failure,
     key_hint,
+    refused,
     sdk_adapter_kwargs,
     status_failure,
     stream_with_retries,
     timeout_error,
+    truncated_failure,
     unexpected_failure,
+    unreachable_failure,
 )
 
-# Reading the body of the `httpx2.Response` itself, transport errors arrive unwrapped.
-_TIMEOUTS = (openai.APITimeoutError, httpx2.TimeoutException)
-_DROPS = (
-    openai.APIConnectionError,
-    StreamTruncated,
-    httpx2.TransportError,
-    anyio.EndOfStream,
-    aiohttp.ClientError,
-    OSError,
-)
+log = logging.getLogger("sessiongate.models")
+
+# Failures while the body streams: it is read from the `httpx2.Response` itself, so the SDK
+# wraps none of them (as its README says of raw `with_streaming_response` iterators). The
+# aiohttp transport maps most aiohttp errors to httpx2's; the rest arrive as they are.
+_BODY_TIMEOUTS = (httpx2.TimeoutException, TimeoutError)
+_BODY_DROPS = (httpx2.TransportError, anyio.EndOfStream, aiohttp.ClientError, OSError)
 
 
 async def _data_lines(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -60,17 +77,6 @@ async def _data_lines(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
                 yield line[5:].strip()
     if pending.startswith(b"data:"):
         yield pending[5:].strip()
-
-
-def _refused(exc: BaseException) -> bool:
-    """A connect "timeout" whose cause is a refused or reset connection: the aiohttp
-    transport reports an absent server as ConnectTimeout, which is not a slow server."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ConnectionError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -149,17 +155,24 @@ class OpenAIChatModel:
                     break
                 chunk = orjson.loads(data)
                 if isinstance(chunk, dict) and "error" in chunk:
-                    raise openai.APIError("error in stream", response.request, body=chunk["error"])
-                text, chunk_usage, chunk_finished = self._read_chunk(chunk)
+                    raise StreamErrorObject(chunk["error"])
+                text, chunk_usage, chunk_finished = _read_chunk(chunk)
                 usage = chunk_usage or usage
                 finished = finished or chunk_finished
                 if text:
                     parts.append(text)
                     yield TextDelta(text)
+        except _BODY_DROPS as exc:  # timeouts included
+            if not finished:
+                raise
+            # The reply was whole; only the usage chunk and [DONE] were lost.
+            log.info(
+                "model_stream_tail_lost",
+                extra={"model": self.label, "detail": describe(exc, self._key)},
+            )
         finally:
             await response.aclose()
-        if not finished and not parts:
-            # An empty body with neither text nor a finish_reason is not an answer.
+        if not finished:
             raise StreamTruncated
         if usage is None:  # servers without stream_options support send no usage chunk
             usage = Usage(
@@ -168,47 +181,54 @@ class OpenAIChatModel:
             )
         yield usage
 
-    def _read_chunk(self, chunk: object) -> tuple[str, Usage | None, bool]:
-        """`(text, usage, finished)` from one decoded chunk, its shape checked by hand."""
-        if not isinstance(chunk, dict):
-            raise bad_response(self.label, "a chunk that is not a JSON object")
-        choices = chunk.get("choices")
-        if not isinstance(choices, list):
-            raise bad_response(self.label, "a chunk without a choices list")
-        text, finished = "", False
-        for choice in choices[:1]:  # n=1: the first choice is the answer
-            if not isinstance(choice, dict):
-                raise bad_response(self.label, "a choice that is not an object")
-            delta = choice.get("delta")
-            content = delta.get("content") if isinstance(delta, dict) else None
-            if content is not None and not isinstance(content, str):
-                raise bad_response(self.label, "delta.content is not a string")
-            text = content or ""
-            finished = choice.get("finish_reason") is not None
-        raw = chunk.get("usage")
-        if raw is None:
-            return text, None, finished
-        prompt = raw.get("prompt_tokens") if isinstance(raw, dict) else None
-        completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
-        if not _is_int(prompt) or not _is_int(completion):
-            raise bad_response(self.label, "usage without integer token counts")
-        return text, Usage(prompt_tokens=prompt, completion_tokens=completion), finished
-
     def _classify(self, exc: Exception, started: bool) -> Failure:
-        label = self.label
+        key = self._key
         if isinstance(exc, openai.APIStatusError):
-            _, detail = error_detail(exc.body, self._key)
+            _, detail = error_detail(exc.body, key)
             return status_failure(
-                label, exc.status_code, exc.response.headers, detail, self._key_hint
+                exc.status_code, exc.response.headers, detail, key_hint=self._key_hint
             )
-        if isinstance(exc, _TIMEOUTS) and not _refused(exc):
-            return Failure(timeout_error(label, started=started))
-        if isinstance(exc, _DROPS):
-            return connection_failure(label, started=started)
-        if isinstance(exc, openai.APIError):  # an error object inside the stream
-            kind, detail = error_detail(exc.body, self._key)
-            failure = error_event_failure(label, kind, detail)
-            return Failure(failure.error) if started else failure
-        if isinstance(exc, ValueError):  # invalid JSON in a data line
-            return Failure(bad_response(label, "a data line is not valid JSON"))
-        return unexpected_failure(label, exc)
+        if isinstance(exc, openai.APIConnectionError):  # before the answer's head
+            if isinstance(exc, openai.APITimeoutError) and not refused(exc):
+                # The aiohttp transport reports a refused connection as a connect timeout.
+                return Failure(timeout_error(started=False), detail=describe(exc, key))
+            return unreachable_failure(exc, key)
+        if isinstance(exc, StreamTruncated):
+            return truncated_failure(started=started)
+        if isinstance(exc, StreamErrorObject):
+            kind, detail = error_detail(exc.body, key)
+            return error_event_failure(kind, detail, started=started)
+        if isinstance(exc, _BODY_TIMEOUTS):
+            return Failure(timeout_error(started=started), detail=describe(exc, key))
+        if isinstance(exc, _BODY_DROPS):
+            return dropped_failure(exc, key, started=started)
+        if isinstance(exc, BadChunk | json.JSONDecodeError):  # orjson's is a subclass
+            return bad_response(describe(exc, key))
+        return unexpected_failure(exc, key)
+
+
+def _read_chunk(chunk: object) -> tuple[str, Usage | None, bool]:
+    """`(text, usage, finished)` from one decoded chunk, its shape checked by hand."""
+    if not isinstance(chunk, dict):
+        raise BadChunk("a chunk that is not a JSON object")
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        raise BadChunk("a chunk without a choices list")
+    text, finished = "", False
+    for choice in choices[:1]:  # n=1: the first choice is the answer
+        if not isinstance(choice, dict):
+            raise BadChunk("a choice that is not an object")
+        delta = choice.get("delta")
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if content is not None and not isinstance(content, str):
+            raise BadChunk("delta.content is not a string")
+        text = content or ""
+        finished = choice.get("finish_reason") is not None
+    raw = chunk.get("usage")
+    if raw is None:
+        return text, None, finished
+    prompt = raw.get("prompt_tokens") if isinstance(raw, dict) else None
+    completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
+    if not _is_int(prompt) or not _is_int(completion):
+        raise BadChunk("usage without integer token counts")
+    return text, Usage(prompt_tokens=prompt, completion_tokens=completion), finished

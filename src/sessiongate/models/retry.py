@@ -4,6 +4,12 @@ of HTTP statuses and stream failures to `ModelError` codes, and the API-key look
 The one rule that shapes all of it: an attempt may be retried only while nothing has been
 yielded to the caller. Once text has reached the client, a failure ends the turn with an
 error instead of silently starting the answer again.
+
+What a client sees of a failure is a code and a short fixed message per category ("the
+model server answered 500"); the provider's own words (its error body, the transport's
+exception text) go only to the log, at WARNING under `sessiongate.models` with the model's
+label, the API key and URL credentials blanked out. Provider text can echo a key, a URL
+with credentials or a fragment of the prompt, and it is not ours to pass on.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sessiongate.config import ModelConfig
-from sessiongate.errors import ConfigError, ModelError
+from sessiongate.errors import ConfigError, IncompleteStream, ModelError
 
 log = logging.getLogger("sessiongate.models")
 
@@ -27,7 +33,8 @@ T = TypeVar("T")
 
 #: Local servers (Ollama, vLLM, llama.cpp) ignore the key, but the SDKs insist on one.
 PLACEHOLDER_KEY = "not-needed"
-_DETAIL_LIMIT = 200
+#: Characters of provider text kept in a log record.
+_DETAIL_LIMIT = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +56,33 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """A classified failure: the error to raise, and whether the same server deserves
-    another attempt (only ever used before the first token)."""
+    """A classified failure: the error to raise (its message safe for clients), whether the
+    same server deserves another attempt (only ever used before the first token), and the
+    provider's own account of it, for the log only."""
 
     error: ModelError
     retry: bool = False
     retry_after: float | None = None
+    detail: str = ""
+
+
+# -- what the adapters raise inside an attempt, classified below ------------------------------
 
 
 class StreamTruncated(Exception):
-    """The body ended cleanly but before the protocol's end marker."""
+    """The body ended, cleanly, before the protocol's end marker."""
+
+
+class BadChunk(ValueError):
+    """A chunk of the wrong shape; the text says what was wrong (for the log)."""
+
+
+class StreamErrorObject(Exception):
+    """An error object inside an open stream; `body` is the provider's error object."""
+
+    def __init__(self, body: object) -> None:
+        super().__init__("error object in the stream")
+        self.body = body
 
 
 Classifier = Callable[[Exception, bool], Failure]
@@ -73,7 +97,8 @@ async def stream_with_retries(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[T]:
     """Run attempts until one streams to its end; retry only failures that happen before
-    anything was yielded and that `classify` marks as worth retrying."""
+    anything was yielded and that `classify` marks as worth retrying. Every failed attempt
+    is logged with its detail; only the classified `ModelError` is raised."""
     retries = 0
     while True:
         attempt = open_attempt()
@@ -96,107 +121,151 @@ async def stream_with_retries(
         finally:
             await attempt.aclose()
         assert failure is not None
-        if started or not failure.retry or retries >= policy.max_retries:
-            raise failure.error from None
-        wait = policy.delay(retries, failure.retry_after)
-        retries += 1
+        again = not started and failure.retry and retries < policy.max_retries
+        wait = policy.delay(retries, failure.retry_after) if again else None
         log.warning(
-            "model_retry",
-            extra={"model": label, "code": failure.error.code, "retry": retries, "wait_s": wait},
+            "model_failure",
+            extra={
+                "model": label,
+                "code": failure.error.code,
+                "detail": failure.detail,
+                "after_text": started,
+                "retry": retries + 1 if again else None,
+                "wait_s": wait,
+            },
         )
+        if wait is None:
+            raise failure.error from None
+        retries += 1
         await sleep(wait)
 
 
-# -- classification ---------------------------------------------------------------------
+# -- classification: fixed messages, details for the log ------------------------------------
 
 
 def status_failure(
-    label: str, status: int, headers: Mapping[str, str], detail: str, key_hint: str
+    status: int, headers: Mapping[str, str], detail: str, *, key_hint: str = ""
 ) -> Failure:
-    """An HTTP error status returned before the stream began."""
+    """An HTTP error status returned before the stream began. `key_hint` (where the key
+    comes from) joins the log's detail of a refused key."""
+    detail = f"HTTP {status}{_suffix(detail)}"
     if status == 429:
         return Failure(
             ModelError(
-                f"{label} is rate limited (HTTP 429)", code="model_rate_limited", retryable=True
+                "the model server is rate limiting requests (429)",
+                code="model_rate_limited",
+                retryable=True,
             ),
             retry=True,
             retry_after=parse_retry_after(headers),
+            detail=detail,
         )
     if status in (401, 403):
-        # The server's text is left out on purpose: some echo a fragment of the key.
         return Failure(
-            ModelError(
-                f"{label} refused the credentials (HTTP {status}); {key_hint}", code="model_auth"
-            )
+            ModelError(f"the model server refused the credentials ({status})", code="model_auth"),
+            detail=f"{detail}; {key_hint}" if key_hint else detail,
         )
     if status == 408:
-        return Failure(timeout_error(label, started=False), retry=True)
+        return Failure(timeout_error(started=False), retry=True, detail=detail)
     if status >= 500:  # includes Anthropic's 529 "overloaded"
         return Failure(
             ModelError(
-                f"{label} is unavailable (HTTP {status}){_suffix(detail)}",
-                code="model_unavailable",
-                retryable=True,
+                f"the model server answered {status}", code="model_unavailable", retryable=True
             ),
             retry=True,
             retry_after=parse_retry_after(headers),
+            detail=detail,
         )
     return Failure(
-        ModelError(
-            f"{label} rejected the request (HTTP {status}){_suffix(detail)}",
-            code="model_bad_request",
-        )
+        ModelError(f"the model server rejected the request ({status})", code="model_bad_request"),
+        detail=detail,
     )
 
 
-def error_event_failure(label: str, error_type: str, detail: str) -> Failure:
-    """An error reported inside an already-open stream (an SSE `error` event or object)."""
+def error_event_failure(error_type: str, detail: str, *, started: bool) -> Failure:
+    """An error reported inside an already-open stream (an SSE `error` event or object);
+    retried only before any text."""
     kind = error_type.lower()
     if "rate_limit" in kind:
-        code, retry = "model_rate_limited", True
+        code, retry, message = "model_rate_limited", True, "the model server is rate limiting"
     elif "auth" in kind or "permission" in kind:
-        return Failure(ModelError(f"{label} refused the credentials mid-stream", code="model_auth"))
+        code, retry, message = "model_auth", False, "the model server refused the credentials"
     elif "invalid_request" in kind or "not_found" in kind or "too_large" in kind:
-        code, retry = "model_bad_request", False
+        code, retry, message = "model_bad_request", False, "the model server rejected the request"
     elif "timeout" in kind:
-        code, retry = "model_timeout", True
+        code, retry, message = "model_timeout", True, "the model timed out"
     else:  # overloaded_error, api_error, server_error and anything unknown
-        code, retry = "model_unavailable", True
-    message = f"{label} reported an error in its stream ({error_type or 'unknown'})"
-    return Failure(ModelError(message + _suffix(detail), code=code, retryable=retry), retry=retry)
-
-
-def timeout_error(label: str, *, started: bool) -> ModelError:
-    where = "mid-reply" if started else "before answering"
-    return ModelError(f"{label} timed out {where}", code="model_timeout", retryable=True)
-
-
-def connection_failure(label: str, *, started: bool) -> Failure:
-    if started:
-        return Failure(
-            ModelError(
-                f"{label} dropped the connection mid-reply; the partial reply is discarded",
-                code="model_stream_interrupted",
-                retryable=True,
-            )
-        )
+        code, retry, message = "model_unavailable", True, "the model server reported an error"
     return Failure(
-        ModelError(f"{label} could not be reached", code="model_unavailable", retryable=True),
-        retry=True,
+        ModelError(message + (" mid-reply" if started else ""), code=code, retryable=retry),
+        retry=retry and not started,
+        detail=f"error in the stream ({error_type or 'no type'}){_suffix(detail)}",
     )
 
 
-def bad_response(label: str, what: str) -> ModelError:
-    return ModelError(f"{label} sent a malformed stream: {what}", code="model_bad_response")
+def timeout_error(*, started: bool) -> ModelError:
+    where = "mid-reply" if started else "before answering"
+    return ModelError(f"the model timed out {where}", code="model_timeout", retryable=True)
 
 
-def unexpected_failure(label: str, exc: Exception) -> Failure:
-    return Failure(ModelError(f"{label} failed: {type(exc).__name__}", code="model_error"))
+def unreachable_failure(exc: BaseException, secret: str) -> Failure:
+    """The request never got an answer's head: nothing listening, a reset, DNS, TLS."""
+    message = (
+        "the model server refused the connection"
+        if _in_chain(exc, ConnectionRefusedError)
+        else "the model server could not be reached"
+    )
+    return Failure(
+        ModelError(message, code="model_unavailable", retryable=True),
+        retry=True,
+        detail=describe(exc, secret),
+    )
+
+
+def dropped_failure(exc: BaseException, secret: str, *, started: bool) -> Failure:
+    """The connection broke while the body streamed."""
+    if started:
+        error = ModelError(
+            "the model server closed the connection mid-reply",
+            code="model_stream_interrupted",
+            retryable=True,
+        )
+        return Failure(error, detail=describe(exc, secret))
+    error = ModelError(
+        "the model server closed the connection before answering",
+        code="model_unavailable",
+        retryable=True,
+    )
+    return Failure(error, retry=True, detail=describe(exc, secret))
+
+
+def truncated_failure(*, started: bool) -> Failure:
+    """A body that ended without the end marker. After text: the text stands, marked
+    incomplete (never retried: it reached the client). Before any text: a server that
+    answered nothing at all, tried again like a dropped connection."""
+    return Failure(
+        IncompleteStream(),
+        retry=not started,
+        detail="the body ended before the end marker" + (" after text" if started else ""),
+    )
+
+
+def bad_response(detail: str) -> Failure:
+    return Failure(
+        ModelError("the model's reply could not be parsed", code="model_bad_response"),
+        detail=detail,
+    )
+
+
+def unexpected_failure(exc: Exception, secret: str) -> Failure:
+    return Failure(
+        ModelError("the model call failed", code="model_error"), detail=describe(exc, secret)
+    )
 
 
 def error_detail(body: object, secret: str) -> tuple[str, str]:
-    """`(error type, message)` from an error body of either provider, trimmed and with the
-    API key blanked out in case a server echoes it."""
+    """`(error type, message)` from an error body of either provider, trimmed and redacted:
+    for the log only."""
     error: Any = body.get("error", body) if isinstance(body, Mapping) else body
     kind, message = "", ""
     if isinstance(error, Mapping):
@@ -204,13 +273,49 @@ def error_detail(body: object, secret: str) -> tuple[str, str]:
         message = str(error.get("message") or "")
     elif isinstance(error, str):
         message = error
-    message = " ".join(message.split())[:_DETAIL_LIMIT]
+    return kind, redact(message, secret)
+
+
+def describe(exc: BaseException, secret: str) -> str:
+    """An exception and its causes as one redacted line, for the log."""
+    parts: list[str] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(parts) < 4:
+        text = str(seen)
+        parts.append(f"{type(seen).__name__}: {text}" if text else type(seen).__name__)
+        seen = seen.__cause__ or seen.__context__
+    return redact(" <- ".join(parts), secret)
+
+
+def redact(text: str, secret: str) -> str:
+    """One line, trimmed, with the key, key-like tokens and URL credentials blanked out."""
+    text = " ".join(text.split())[:_DETAIL_LIMIT]
     if secret and secret != PLACEHOLDER_KEY:
-        message = message.replace(secret, "[redacted]")
-    return kind, _KEYLIKE.sub("[redacted]", message)
+        text = text.replace(secret, "[redacted]")
+    text = _URL_USERINFO.sub("//[redacted]@", text)
+    text = _URL_SECRET_PARAM.sub(r"\1=[redacted]", text)
+    return _KEYLIKE.sub("[redacted]", text)
 
 
 _KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,})")
+_URL_USERINFO = re.compile(r"//[^/\s@]+@")
+_URL_SECRET_PARAM = re.compile(r"\b((?:api[_-]?)?key|token|secret|password)=[^&\s]+", re.I)
+
+
+def _in_chain(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def refused(exc: BaseException) -> bool:
+    """A refused or reset connection somewhere in the cause chain."""
+    return _in_chain(exc, ConnectionError)
 
 
 def _suffix(detail: str) -> str:
