@@ -55,11 +55,18 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
 def ensure_bench_extras(modules: Sequence[str]) -> None:
     """The peers the benches compare against come from the project's `bench` extra
     (pyproject.toml). When one of `modules` is missing from this interpreter, install the
     extra into it (`pip install -e "<repo>[bench]"`) rather than fail half-way through."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    missing = [m for m in modules if not _importable(m)]
     if not missing:
         return
     print(

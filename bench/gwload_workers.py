@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from common import tree_cpu_seconds
+
 CLI = [sys.executable, "-c", "from sessiongate.cli.main import app; app()"]
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _with_database(url: str, name: str) -> str:
@@ -41,25 +42,9 @@ async def _admin(url: str, sql: str) -> None:
         await conn.close()
 
 
-def _tree_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process and all its descendants that are still running."""
-    total = 0.0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICKS
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        except OSError:
-            continue
-        pending.extend(int(c) for c in children)
-    return total
-
-
 @dataclass
 class WorkersChild:
-    """Looks like gateway_load.Child to the driver: url, info, process, cpu_seconds()."""
+    """Looks like procs.Child to the driver: name, url, info, process, cpu_seconds()."""
 
     name: str
     process: subprocess.Popen[bytes]
@@ -74,7 +59,7 @@ class WorkersChild:
         return f"http://127.0.0.1:{self.info['port']}"
 
     def cpu_seconds(self) -> float:
-        return _tree_cpu_seconds(self.process.pid)
+        return tree_cpu_seconds(self.process.pid)
 
 
 def start_workers(
