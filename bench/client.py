@@ -49,6 +49,7 @@ class TurnSample:
     ok: bool
     error: str = ""
     lag_ms: float = 0.0  # open loop: actual send - scheduled arrival
+    at: float = math.nan  # perf_counter() when the turn started (or was scheduled)
 
 
 @dataclass
@@ -159,7 +160,7 @@ async def one_turn(
             if response.status_code != 200:
                 detail = (await response.aread())[:200].decode(errors="replace")
                 error = f"HTTP {response.status_code}: {detail}"
-                return TurnSample(turn, math.nan, math.nan, 0, False, error, lag)
+                return TurnSample(turn, math.nan, math.nan, 0, False, error, lag, started)
             async for chunk in response.aiter_raw():
                 buf = tail + chunk
                 found = buf.count(target.token_mark) - tail.count(target.token_mark)
@@ -172,13 +173,13 @@ async def one_turn(
                 tail = buf[-keep:]
     except Exception as exc:  # counted as a failed turn, never hangs the run
         error = f"{type(exc).__name__}: {exc}"
-        return TurnSample(turn, math.nan, math.nan, seen, False, error, lag)
+        return TurnSample(turn, math.nan, math.nan, seen, False, error, lag, started)
     total = (time.perf_counter() - started) * 1000
     ok = ended and not failed and seen == tokens
     error = "" if ok else f"ended={ended} error_event={failed} tokens={seen}/{tokens}"
     if ok:
         target.after_turn(key)
-    return TurnSample(turn, first, total, seen, ok, error, lag)
+    return TurnSample(turn, first, total, seen, ok, error, lag, started)
 
 
 async def run_closed_loop(

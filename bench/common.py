@@ -117,6 +117,17 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes on the machine have spent busy since boot (/proc/stat:
+    everything but idle and iowait, summed over CPUs); NaN where unavailable."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return math.nan
+    ticks = [int(f) for f in fields[:8]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / _CLOCK_TICKS
+
+
 # -- statistics and formatting ------------------------------------------------------------------
 
 

@@ -13,9 +13,9 @@ Processes, all on 127.0.0.1 with ephemeral ports (this script re-runs itself wit
 
 Phases (phases.py), for every stack and for the stub sent the same requests directly:
 c=1 (one session alone), a closed loop of 50 sessions on an instant stub (capacity,
-turns/s), an open loop of Poisson arrivals over 50 sessions at half of a measured capacity,
-and 50 sessions in lockstep. Added TTFT = TTFT through a stack - TTFT direct to the stub in
-the same phase (report.py).
+turns/s), the same on a stub whose first token comes alone, an open loop of Poisson
+arrivals over 50 sessions at half of that second capacity, and 50 sessions in lockstep.
+Added TTFT = TTFT through a stack - TTFT direct to the stub in the same phase (report.py).
 
     .venv/bin/python bench/gateway_load.py --quick      # about 2 minutes
     .venv/bin/python bench/gateway_load.py              # full run
@@ -43,11 +43,18 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from common import ensure_bench_extras, machine_info, machine_line, run_async, version_of
+from common import (
+    ensure_bench_extras,
+    machine_busy_seconds,
+    machine_info,
+    machine_line,
+    run_async,
+    version_of,
+)
 from phases import Plan, drive
 from profile_report import print_profile
 from report import checks, last_line, summarise_all, table, write_json
-from stacks import serve_baseline, serve_gateway, start_stacks
+from stacks import Stacks, serve_baseline, serve_gateway, start_stacks
 from stub import serve_stub
 
 
@@ -112,13 +119,20 @@ def make_plan(args: argparse.Namespace) -> Plan:
     plan.open_load, plan.open_capacity = args.open_load, args.open_capacity
     if args.quick:
         plan.single_turns, plan.single_instant_turns = 15, 100
-        plan.capacity_turns, plan.lockstep_turns, plan.rounds = 12, 6, 1
+        plan.capacity_turns, plan.split_turns = 12, 8
+        plan.lockstep_turns, plan.rounds = 6, 1
         plan.open_seconds, plan.open_rounds = 4.0, 1
     plan.lockstep_turns = args.paced_turns or plan.lockstep_turns
     plan.capacity_turns = args.instant_turns or plan.capacity_turns
     plan.rounds = args.rounds or plan.rounds
     plan.open_seconds = args.open_seconds or plan.open_seconds
     return plan
+
+
+def own_cpu_seconds(stacks: Stacks) -> float:
+    """CPU used so far by this process and every server it started (not PostgreSQL's)."""
+    servers = sum(float(s.cpu_seconds()) for s in (stacks.stub, *stacks.servers))
+    return time.process_time() + servers
 
 
 def orchestrate(args: argparse.Namespace) -> int:
@@ -151,7 +165,11 @@ def orchestrate(args: argparse.Namespace) -> int:
         )
         pids = ", ".join(f"{s.name} {s.process.pid}" for s in (stacks.stub, *stacks.servers))
         print(f"  processes: {pids}; client {os.getpid()}", flush=True)
+        ours_before = own_cpu_seconds(stacks)
+        busy_before, wall_before = machine_busy_seconds(), time.perf_counter()
         results = run_async(drive(plan, stacks))
+        others = machine_busy_seconds() - busy_before - (own_cpu_seconds(stacks) - ours_before)
+        others_cores = others / (time.perf_counter() - wall_before)
         succeeded = True
     finally:
         if stacks is not None:
@@ -166,11 +184,15 @@ def orchestrate(args: argparse.Namespace) -> int:
     capacity_from = "its own" if plan.open_capacity == "own" else "sessiongate's"
     print(
         f"\nResults ({elapsed:.0f} s). Open loop: Poisson arrivals at {plan.open_load:g} x "
-        f"{capacity_from} closed-loop turns/s, over {plan.sessions} sessions, "
+        f"{capacity_from} closed-loop turns/s on the split stub, over {plan.sessions} sessions, "
         f"{plan.open_seconds:g} s x {plan.open_rounds}; server = the stack's process(es), "
         "client = this process\n"
     )
     print(table(direct, summaries, plan))
+    print(
+        f"\nOther processes on the machine used {others_cores:.2f} cores on average while the "
+        f"phases ran (of {os.cpu_count()}; a PostgreSQL server counts here)."
+    )
     found = checks(summaries)
     print("\nTargets (sessiongate)")
     for check in found:
@@ -184,7 +206,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         meta = {
             "mode": "quick" if args.quick else "full",
             "elapsed_seconds": round(elapsed, 1),
-            "machine": machine_info(),
+            "machine": {**machine_info(), "other_processes_cores": others_cores},
             "plan": asdict(plan),
             "stub": {"ttft_ms": args.stub_ttft_ms, "interval_ms": args.stub_interval_ms},
         }

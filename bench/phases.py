@@ -9,10 +9,13 @@ longer than that): the figures are steady-state ones.
 2. `single`: one session alone on the paced stub: TTFT without any queueing;
 3. `single-instant`: one session alone on the instant stub: turns/s of one user;
 4. `capacity`: 50 sessions back to back (closed loop) on the instant stub: turns/s, CPU;
-5. `open`: Poisson arrivals over 50 sessions at `open_load` x a capacity from phase 4,
-   split stub (first token after 10 ms, the rest 10 ms later), each stack right after the
-   direct path at the same rate and on the same arrival schedule;
-6. `lockstep`: 50 sessions starting together on the paced stub: all 50 requests of a turn
+5. `capacity-split`: the same closed loop on the split stub (first token after 10 ms, the
+   rest 10 ms later), whose turns cost a stack more CPU than instant ones (the first token
+   is read and written on its own): the capacity the open loop is a fraction of;
+6. `open`: Poisson arrivals over 50 sessions at `open_load` x the capacity of phase 5 (the
+   stack's own, or sessiongate's with `open_capacity`), split stub, each stack right after
+   the direct path at the same rate and on the same arrival schedule;
+7. `lockstep`: 50 sessions starting together on the paced stub: all 50 requests of a turn
    arrive within a millisecond, every turn (the burst the previous targets were judged on).
 """
 
@@ -51,6 +54,7 @@ class Plan:
     single_turns: int = 40  # c=1, paced stub
     single_instant_turns: int = 200  # c=1, instant stub
     capacity_turns: int = 40  # per session, c=50, instant stub
+    split_turns: int = 20  # per session, c=50, split stub (one round)
     lockstep_turns: int = 10  # per session, c=50, paced stub
     rounds: int = 3  # of the capacity and lockstep phases
     open_seconds: float = 10.0
@@ -79,12 +83,12 @@ def open_rate(plan: Plan, capacity: dict[str, float], name: str) -> float:
     return plan.open_load * base
 
 
-def capacities(results: Results) -> dict[str, float]:
-    """Closed-loop turns/s on the instant stub, over all rounds of the capacity phase."""
+def capacities(results: Results, phase: str = "capacity-split") -> dict[str, float]:
+    """Closed-loop turns/s of every target in `phase`, over all its rounds."""
     out: dict[str, float] = {}
     for name, phases in results.items():
-        done = sum(len(r.ok_samples) for r in phases.get("capacity", []))
-        wall = sum(r.wall_s for r in phases.get("capacity", []))
+        done = sum(len(r.ok_samples) for r in phases.get(phase, []))
+        wall = sum(r.wall_s for r in phases.get(phase, []))
         out[name] = done / wall if wall else math.nan
     return out
 
@@ -200,8 +204,13 @@ async def drive(plan: Plan, stacks: Stacks) -> Results:
                 result = await closed(target, "capacity", label, plan.capacity_turns)
                 record(target.name, "capacity", result)
 
-        capacity = capacities(results)
         await set_mode("split")
+        for target in targets:
+            await rewarm(target, f"rw-cap-split-{target.name}")
+            label = f"cap-split-{target.name}"
+            result = await closed(target, "capacity-split", label, plan.split_turns)
+            record(target.name, "capacity-split", result)
+        capacity = capacities(results)
         for r in range(plan.open_rounds):
             for target in targets[1:]:
                 rate = open_rate(plan, capacity, target.name)

@@ -46,7 +46,10 @@ class Summary:
     capacity_turns_per_s: float = math.nan  # c=50 closed loop, instant stub
     cpu_ms_per_turn: dict[str, float] = field(default_factory=dict)  # capacity phase
     cpu_busy: dict[str, float] = field(default_factory=dict)  # cores, capacity phase
+    split_turns_per_s: float = math.nan  # c=50 closed loop, split stub: sets the open loop
     open_offered_per_s: float = math.nan
+    open_cpu_ms_per_turn: float = math.nan  # server
+    open_cpu_busy: float = math.nan  # server, cores
     open_turns_per_s: float = math.nan
     open_ttft_p50_ms: float = math.nan
     open_ttft_p99_ms: float = math.nan
@@ -78,8 +81,12 @@ def summarise(name: str, phases: dict[str, list[PhaseResult]], direct: Results) 
             cpu[proc] = cpu.get(proc, 0.0) + seconds
     s.cpu_ms_per_turn = {p: v * 1000 / done for p, v in cpu.items()} if done else {}
     s.cpu_busy = {p: v / wall for p, v in cpu.items()} if wall else {}
+    s.split_turns_per_s = _rate(phases.get("capacity-split", []))
     opened = phases.get("open", [])
     if opened:
+        used = sum(r.cpu_s.get("server", math.nan) for r in opened)
+        s.open_cpu_ms_per_turn = used * 1000 / max(1, sum(len(r.ok_samples) for r in opened))
+        s.open_cpu_busy = used / sum(r.wall_s for r in opened)
         s.open_offered_per_s = opened[0].offered_per_s
         s.open_turns_per_s = _rate(opened)
         s.open_ttft_p50_ms = percentile(_ttfts(opened), 0.5)
@@ -143,7 +150,12 @@ def table(direct: Summary, stacks: Sequence[Summary], plan: Plan) -> str:
     row(f"**turns/s, c={c} closed loop (instant stub)**", lambda s: fmt(s.capacity_turns_per_s, 1))
     row("CPU ms/turn server / stub / client", cpu)
     row("server CPU busy (cores)", lambda s: fmt(s.cpu_busy.get("server", math.nan)))
-    row(f"open loop: arrivals/s ({load} capacity)", lambda s: fmt(s.open_offered_per_s, 1), NO_CELL)
+    row(f"turns/s, c={c} closed loop (split stub)", lambda s: fmt(s.split_turns_per_s, 1))
+    row(
+        f"open loop: arrivals/s ({load} split capacity)",
+        lambda s: fmt(s.open_offered_per_s, 1),
+        NO_CELL,
+    )
     row("open loop: turns/s done", lambda s: fmt(s.open_turns_per_s, 1), NO_CELL)
     row(
         "open loop: direct TTFT p50 / p99, same schedule (ms)",
@@ -158,6 +170,11 @@ def table(direct: Summary, stacks: Sequence[Summary], plan: Plan) -> str:
     row(
         "**added TTFT p50 / p99, open loop (ms)**",
         lambda s: _pair(s.added["open_p50"], s.added["open_p99"]),
+        NO_CELL,
+    )
+    row(
+        "open loop: server CPU ms/turn, cores busy",
+        lambda s: _pair(s.open_cpu_ms_per_turn, s.open_cpu_busy),
         NO_CELL,
     )
     row(
@@ -283,7 +300,7 @@ def write_json(
                         "offered_per_s": r.offered_per_s,
                         "cpu_s": r.cpu_s,
                         "samples": [
-                            [x.turn, x.ttft_ms, x.total_ms, x.ok, x.lag_ms] for x in r.samples
+                            [x.turn, x.ttft_ms, x.total_ms, x.ok, x.lag_ms, x.at] for x in r.samples
                         ],
                     }
                     for r in rounds

@@ -58,6 +58,7 @@ class StubModel:
         self.ttft = ttft
         self.interval = interval
         self.requests = 0
+        self.connections = 0  # accepted: shows whether a client reuses its connections
         self.texts = stub_tokens(tokens)
         self.base: dict[str, Any] = {
             "id": "chatcmpl-stub",
@@ -97,6 +98,7 @@ class StubModel:
         return _sse_chunk({**self.base, "choices": [], "usage": usage})
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:
                 try:
@@ -130,7 +132,8 @@ class StubModel:
             self.mode = mode
             self.json_response(writer, {"mode": self.mode})
         elif path == b"/_stats":
-            self.json_response(writer, {"requests": self.requests, "mode": self.mode})
+            stats = {"requests": self.requests, "connections": self.connections}
+            self.json_response(writer, {**stats, "mode": self.mode})
         elif path == b"/health":
             self.json_response(writer, {"status": "ok"})
         else:
