@@ -73,7 +73,7 @@ def running_gateway(settings: Settings, models: dict[str, ReplyModel]) -> Iterat
         port=0,
         log_level="warning",
         lifespan="on",
-        ws_max_size=settings.limits.max_body_bytes,
+        ws_max_size=settings.limits.ws_transport_max_bytes,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -173,7 +173,10 @@ ADMIN_MAY = {
 
 
 @pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS)
-@pytest.mark.parametrize("who", ["owner", "other", "admin", "no key", "bad key"])
+@pytest.mark.parametrize(
+    "who",
+    ["owner", "other", "other naming owner", "admin", "admin naming owner", "no key", "bad key"],
+)
 def test_authorisation_matrix(
     gw: Gateway,
     client: httpx.Client,
@@ -182,7 +185,8 @@ def test_authorisation_matrix(
     body: dict[str, object] | None,
     who: str,
 ) -> None:
-    key = f"matrix:{method.lower()}-{abs(hash(path)) % 10**6}-{who.replace(' ', '')}"
+    tag = f"{method.lower()}-{abs(hash(path)) % 10**6}-{who.replace(' ', '')}"
+    key = f"matrix:{tag}"
     owner = gw.auth("alice")
     client.post(
         f"/v1/sessions/{key}/messages",
@@ -191,32 +195,42 @@ def test_authorisation_matrix(
     )
     sid = client.get(f"/v1/sessions/{key}", headers=owner).json()["latest"]["session_id"]
     client.post(f"/v1/sessions/{key}/new", headers=owner)
-    headers = {
-        "owner": owner,
-        "other": gw.auth("bob"),
-        "admin": gw.auth("root"),
-        "no key": {},
-        "bad key": {"Authorization": "Bearer sg_AAAAAAAAAAAA_" + "x" * 43},
-    }
-    response = client.request(
-        method, path.format(key=key, sid=sid), json=body, headers=headers[who]
-    )
+    before = client.get(f"/v1/sessions/{key}", headers=owner).json()
+    caller = {"owner": "alice", "other": "bob", "admin": "root"}.get(who.split()[0])
+    headers = gw.auth(caller) if caller else {}
+    if who == "bad key":
+        headers = {"Authorization": "Bearer sg_AAAAAAAAAAAA_" + "x" * 43}
+    url = path.format(key=key, sid=sid) + ("?owner=alice" if "naming" in who else "")
+    response = client.request(method, url, json=body, headers=headers)
     status = response.status_code
+    assert "secret" not in response.text or who in ("owner", "admin naming owner")
     if who in ("no key", "bad key"):
         assert status == 401
         assert response.json()["error"]["code"] in ("unauthorized", "invalid_api_key")
-    elif who == "other" or (who == "admin" and (method, path) not in ADMIN_MAY):
-        assert status == 404  # never reveal that someone else's key exists
-        assert response.json()["error"]["code"] == "session_not_found"
+    elif who == "other naming owner":
+        assert status == 403
+        assert response.json()["error"]["code"] == "owner_not_allowed"
+    elif who == "admin naming owner" and (method, path) not in ADMIN_MAY:
+        assert status == 403
+        assert response.json()["error"]["code"] == "admin_read_only"
+    elif who in ("other", "admin"):
+        # Their own namespace: exactly the answer for a key name nobody has used.
+        unused = f"unused:{tag}"
+        twin = client.request(method, path.format(key=unused, sid=sid), json=body, headers=headers)
+        assert status == twin.status_code, (response.text, twin.text)
+        if status >= 400:
+            assert response.json()["error"]["code"] == twin.json()["error"]["code"]
     elif path.endswith("/revert"):
         assert status == 409  # the owner may, but there is no semantic rotation to undo
     else:
         assert status in (200, 204), response.text
     # Whatever happened, nobody but the owner wrote into the key.
     listed = client.get(f"/v1/sessions/{key}", headers=owner)
-    if not (who in ("owner", "admin") and method == "DELETE"):
+    if who in ("owner", "admin naming owner") and method == "DELETE":
+        assert listed.status_code == 404
+    elif who != "owner":
         assert listed.status_code == 200
-        assert listed.json()["key"] == key
+        assert listed.json() == before
 
 
 def test_list_shows_only_own_keys_unless_admin(gw: Gateway, client: httpx.Client) -> None:

@@ -226,6 +226,13 @@ class LimitsConfig(_Section):
     #: with an error frame naming it.
     ws_max_queued_frames: int = Field(64, ge=1, le=10_000)
 
+    @property
+    def ws_transport_max_bytes(self) -> int:
+        """What the WebSocket server itself accepts per message (beyond it, the socket is
+        closed with 1009): well above `ws_max_frame_bytes`, so a frame a little too large
+        gets an error frame and the socket stays open."""
+        return max(4 * self.ws_max_frame_bytes, 16 * 1_048_576)
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(

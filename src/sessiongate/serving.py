@@ -7,6 +7,9 @@ parent passes the config file's path in SESSIONGATE_CONFIG, and every other over
 already lives in the environment the workers inherit. Per-key serialisation across the
 workers comes from the PostgreSQL store's advisory locks, which is why several workers
 need PostgreSQL (`cross_check` in config.py refuses SQLite with workers > 1).
+
+Either way uvicorn speaks HTTP through `ServedHttpProtocol`, which refuses oversized
+headers and slow clients before any handler runs (api/http_protocol.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from sessiongate.api.app import create_app
+from sessiongate.api.http_protocol import LimitedHttpProtocol, RequestLimits
 from sessiongate.api.metrics import MULTIPROCESS_ENV
 from sessiongate.config import CONFIG_ENV, Settings, load_settings
 from sessiongate.service.engine import Engine, build_engine
@@ -39,9 +43,20 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
+class ServedHttpProtocol(LimitedHttpProtocol):
+    """The HTTP protocol `serve` hands uvicorn. Workers are spawned processes that receive
+    this class by name, so each process sets its limits from its own settings
+    (`use_limits`): one server per process, one set of limits."""
+
+
+def use_limits(settings: Settings) -> None:
+    ServedHttpProtocol.limits = RequestLimits.from_config(settings.limits)
+
+
 def create_worker_app() -> FastAPI:
     """The uvicorn factory each worker process calls."""
     settings = load_settings()
+    use_limits(settings)  # before uvicorn accepts a connection: it loads the app first
     config_file = os.environ.get(CONFIG_ENV)
     engine = build_engine(settings, config_dir=Path(config_file).parent if config_file else None)
     app = create_app(engine)
@@ -86,9 +101,11 @@ def serve(
         "port": port if port is not None else settings.server.port,
         "log_level": "info",
         "access_log": settings.server.access_log,
-        "ws_max_size": settings.limits.max_body_bytes,
+        "ws_max_size": settings.limits.ws_transport_max_bytes,
+        "http": ServedHttpProtocol,
     }
     if settings.server.workers == 1:
+        use_limits(settings)
         app = create_app(engine)
         freeze_heap()
         uvicorn.run(app, **options)

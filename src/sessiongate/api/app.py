@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from sessiongate.api.errors import install_error_handlers
 from sessiongate.api.limits import BodyLimitMiddleware
 from sessiongate.api.metrics import GatewayMetrics
 from sessiongate.core.segments import RotationRecord
+from sessiongate.errors import Forbidden
 from sessiongate.service.engine import Engine
 from sessiongate.service.turn_handle import TurnOutcome
 
@@ -46,7 +48,7 @@ def log_rotation(record: RotationRecord) -> None:
     log.info(
         "rotation",
         extra={
-            "key": record.key,
+            "key": record.key.storage_id,
             "reason": record.reason.value,
             "from_session_id": record.from_session_id,
             "to_session_id": record.to_session_id,
@@ -85,6 +87,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.state.engine = engine
     app.state.metrics = metrics
     app.state.served_keys = {}
+    app.state.open_sockets = {}
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=engine.settings.limits.max_body_bytes)
 
@@ -92,9 +95,22 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    metrics_token = engine.settings.server.metrics_token
+
     @app.get("/metrics")
     async def prometheus(request: Request) -> Response:
-        await current_user(request)
+        # Counts by key and agent say who is active: an admin's key, or the scraper's
+        # own token, and nobody else.
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        presented = token.strip()
+        if not (
+            metrics_token
+            and scheme.lower() == "bearer"
+            and hmac.compare_digest(presented.encode(), metrics_token.encode())
+        ):
+            user = await current_user(request)
+            if not user.admin:
+                raise Forbidden("/metrics needs an admin's API key or server.metrics_token")
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     app.include_router(rest.router)

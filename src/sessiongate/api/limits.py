@@ -1,4 +1,5 @@
-"""Request body limits, enforced before any handler parses the body."""
+"""Request body limits, enforced before any handler parses the body. (Header size and
+slow clients are refused earlier still, by the HTTP protocol: api/http_protocol.py.)"""
 
 from __future__ import annotations
 
@@ -61,8 +62,13 @@ class BodyLimitMiddleware:
         )
 
 
+def error_json(code: str, message: str) -> bytes:
+    """The gateway's error body, for answers written before FastAPI's handlers exist."""
+    return json.dumps({"error": {"code": code, "message": message}}).encode()
+
+
 async def _reject(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    body = error_json(code, message)
     await send(
         {
             "type": "http.response.start",

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sessiongate.api.auth import CurrentUser, caller_for, route_key
 from sessiongate.api.errors import error_response
-from sessiongate.api.sse import collect_reply
-from sessiongate.api.turns import SSE_HEADERS, begin_turn, failed_turn_status
+from sessiongate.api.sse import collect_reply, reply_status
+from sessiongate.api.turns import SSE_HEADERS, begin_turn
 from sessiongate.core.events import EndEvent, ErrorEvent, RotationEvent, TokenEvent, TurnEvent
 from sessiongate.errors import InvalidContent
 from sessiongate.service.engine import Engine
@@ -86,9 +86,9 @@ async def chat_completions(
     headers = {"X-Session-Key": key, "X-Session-Id": getattr(first, "session_id", "")}
     if not body.stream:
         result = await collect_reply(handle, [first], events)
+        status = reply_status(result)
         if "error" in result:
             error = result["error"]
-            status = failed_turn_status(error["code"])
             return error_response(status, error["code"], error["message"])
         usage = result.get("usage") or {}
         return JSONResponse(

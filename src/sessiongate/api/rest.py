@@ -21,11 +21,22 @@ from sessiongate.api.schemas import (
     segment_json,
 )
 from sessiongate.api.turns import run_http_turn
-from sessiongate.errors import InvalidInput, NotFound
+from sessiongate.errors import InvalidInput
 from sessiongate.service.engine import Engine
 from sessiongate.service.turns import InboundTurn, RecallRequest
 
 router = APIRouter(prefix="/v1")
+
+#: `?owner=NAME`: an admin addresses another user's key (to read or erase it).
+Owner = Annotated[str | None, Query(max_length=64)]
+MAX_CURSOR = 2**63 - 1
+
+
+def writable(key: str, user: CurrentUser, owner: str | None) -> None:
+    """Write routes accept `?owner=` only to refuse it clearly (403), rather than ignore
+    it and write into the caller's own key of that name."""
+    if owner is not None:
+        caller_for(user).key(key, owner=owner, write=True)
 
 
 def engine_of(request: Request) -> Engine:
@@ -47,8 +58,9 @@ async def chat(body: ChatBody, user: CurrentUser, request: Request) -> Response:
 
 @router.post("/sessions/{key}/messages")
 async def post_message(
-    key: str, body: MessageBody, user: CurrentUser, request: Request
+    key: str, body: MessageBody, user: CurrentUser, request: Request, owner: Owner = None
 ) -> Response:
+    writable(key, user, owner)
     recall = None
     if body.recall is not None:
         recall = RecallRequest(body.recall.query, body.recall.rationale, body.recall.limit)
@@ -57,7 +69,10 @@ async def post_message(
 
 
 @router.post("/sessions/{key}/new")
-async def new_segment(key: str, user: CurrentUser, request: Request) -> dict[str, Any]:
+async def new_segment(
+    key: str, user: CurrentUser, request: Request, owner: Owner = None
+) -> dict[str, Any]:
+    writable(key, user, owner)
     segment, record = await engine_of(request).sessions.rotate_now(key, caller_for(user))
     return {
         "session_key": key,
@@ -68,7 +83,10 @@ async def new_segment(key: str, user: CurrentUser, request: Request) -> dict[str
 
 
 @router.post("/sessions/{key}/revert")
-async def revert(key: str, user: CurrentUser, request: Request) -> dict[str, Any]:
+async def revert(
+    key: str, user: CurrentUser, request: Request, owner: Owner = None
+) -> dict[str, Any]:
+    writable(key, user, owner)
     segment, record = await engine_of(request).sessions.revert(key, caller_for(user))
     return {
         "session_key": key,
@@ -79,9 +97,11 @@ async def revert(key: str, user: CurrentUser, request: Request) -> dict[str, Any
 
 
 @router.post("/sessions/{key}/recall")
-async def recall(key: str, body: RecallBody, user: CurrentUser, request: Request) -> dict[str, Any]:
+async def recall(
+    key: str, body: RecallBody, user: CurrentUser, request: Request, owner: Owner = None
+) -> dict[str, Any]:
     fragments = await engine_of(request).sessions.recall(
-        key, caller_for(user), body.query, body.rationale, body.limit
+        key, caller_for(user), body.query, body.rationale, body.limit, owner=owner
     )
     return {"session_key": key, "fragments": [fragment_json(f) for f in fragments]}
 
@@ -105,8 +125,10 @@ async def list_sessions(user: CurrentUser, request: Request) -> dict[str, Any]:
 
 
 @router.get("/sessions/{key}")
-async def show_session(key: str, user: CurrentUser, request: Request) -> dict[str, Any]:
-    view = await engine_of(request).sessions.show(key, caller_for(user))
+async def show_session(
+    key: str, user: CurrentUser, request: Request, owner: Owner = None
+) -> dict[str, Any]:
+    view = await engine_of(request).sessions.show(key, caller_for(user), owner=owner)
     return {
         "key": view.key.key,
         "owner": view.key.owner,
@@ -124,11 +146,12 @@ async def list_messages(
     session_id: str,
     user: CurrentUser,
     request: Request,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    owner: Owner = None,
 ) -> dict[str, Any]:
     messages = await engine_of(request).sessions.messages(
-        key, caller_for(user), session_id, after=after, limit=limit
+        key, caller_for(user), session_id, after=after, limit=limit, owner=owner
     )
     return {
         "session_id": session_id,
@@ -143,36 +166,31 @@ async def show_context(
     user: CurrentUser,
     request: Request,
     agent: Annotated[str | None, Query(max_length=200)] = None,
+    owner: Owner = None,
 ) -> dict[str, Any]:
-    engine = engine_of(request)
-    ctx = await engine.turns.preview_context(key, caller_for(user), agent)
-    latest = await engine.store.latest_segment(key)
+    latest, ctx = await engine_of(request).turns.preview_context(
+        key, caller_for(user), agent, owner=owner
+    )
     return context_json(latest.session_id, ctx)
 
 
 @router.patch("/sessions/{key}")
 async def patch_session(
-    key: str, body: PatchBody, user: CurrentUser, request: Request
+    key: str, body: PatchBody, user: CurrentUser, request: Request, owner: Owner = None
 ) -> dict[str, Any]:
-    engine = engine_of(request)
+    writable(key, user, owner)
     changes = body.model_dump(exclude_unset=True)
-    known_models = set(engine.turns.models)
-    for field in ("reply_model", "control_model"):
-        name = changes.get(field)
-        allowed = (
-            known_models | set(engine.turns.judges) if field == "control_model" else known_models
-        )
-        if name is not None and name not in allowed:
-            raise NotFound(f"{field} {name!r} is not a configured model", code="model_not_found")
     if not changes:
         raise InvalidInput("nothing to change", code="invalid_request")
-    record = await engine.sessions.set_overrides(key, caller_for(user), changes)
+    record = await engine_of(request).sessions.set_overrides(key, caller_for(user), changes)
     return {"key": record.key, "overrides": record.overrides}
 
 
 @router.get("/sessions/{key}/export")
-async def export_session(key: str, user: CurrentUser, request: Request) -> StreamingResponse:
-    lines = await engine_of(request).sessions.export(key, caller_for(user))
+async def export_session(
+    key: str, user: CurrentUser, request: Request, owner: Owner = None
+) -> StreamingResponse:
+    lines = await engine_of(request).sessions.export(key, caller_for(user), owner=owner)
     return StreamingResponse(
         (line + "\n" for line in lines),
         media_type="application/x-ndjson",
@@ -181,9 +199,19 @@ async def export_session(key: str, user: CurrentUser, request: Request) -> Strea
 
 
 @router.post("/import", status_code=201)
-async def import_session(user: CurrentUser, request: Request) -> JSONResponse:
+async def import_session(
+    user: CurrentUser,
+    request: Request,
+    key: Annotated[str | None, Query(max_length=200)] = None,
+    owner: Owner = None,
+) -> JSONResponse:
+    """Into the caller's namespace, under the file's key name or `?key=`. Over the API
+    nobody imports into another user's namespace (`?owner=` naming someone else is 403);
+    the operator's `sessiongate sessions import --owner` can."""
     body = await request.body()
-    record = await engine_of(request).sessions.import_chain(body.split(b"\n"), caller_for(user))
+    record = await engine_of(request).sessions.import_chain(
+        body.split(b"\n"), caller_for(user), key=key, owner=owner
+    )
     return JSONResponse(
         {"key": record.key, "owner": record.owner, "latest_session_id": record.latest_session_id},
         status_code=201,
@@ -191,6 +219,8 @@ async def import_session(user: CurrentUser, request: Request) -> JSONResponse:
 
 
 @router.delete("/sessions/{key}", status_code=204)
-async def delete_session(key: str, user: CurrentUser, request: Request) -> Response:
-    await engine_of(request).sessions.delete(key, caller_for(user))
+async def delete_session(
+    key: str, user: CurrentUser, request: Request, owner: Owner = None
+) -> Response:
+    await engine_of(request).sessions.delete(key, caller_for(user), owner=owner)
     return Response(status_code=204)

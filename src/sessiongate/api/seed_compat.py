@@ -17,14 +17,14 @@ router = APIRouter(prefix="/api")
 @router.get("/health")
 async def api_health(user: CurrentUser, request: Request) -> dict[str, Any]:
     engine: Engine = request.app.state.engine
-    gauge = request.app.state.metrics.websockets
+    open_sockets: dict[str, int] = request.app.state.open_sockets
     served: dict[str, set[str]] = request.app.state.served_keys
-    total = await engine.store.count_keys()
+    total = await engine.sessions.count_keys()
     return {
         "status": "ok",
         "version": __version__,
         "timestamp": datetime.now(UTC).isoformat(),
-        "connections": {name: int(gauge.labels(name)._value.get()) for name in ("claude", "codex")},
+        "connections": {name: open_sockets.get(name, 0) for name in ("claude", "codex")},
         # by_agent counts the keys each endpoint has served since this process started.
         "sessions": {
             "total": total,

@@ -54,4 +54,12 @@ async def collect_reply(
             )
         elif event.type == "error":
             result["error"] = {"code": data["code"], "message": data["message"]}
+            result["error_status"] = data["status"]
     return result
+
+
+def reply_status(result: dict[str, Any]) -> int:
+    """The HTTP status of a collected reply: 200, or the status of the error that ended
+    it (which `collect_reply` leaves out of the body it returns)."""
+    status = result.pop("error_status", None)
+    return 200 if status is None else int(status)

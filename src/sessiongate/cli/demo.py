@@ -104,7 +104,7 @@ async def _script(engine: Engine, clock: ManualClock, console: Console) -> None:
         + " + ".join(_short(s) for s in segment.continues)
     )
     await _say(engine, console, "And is a day trip from Lisbon to Sintra worth it?")
-    preview = await engine.turns.preview_context(DEMO_KEY, DEMO_USER)
+    _, preview = await engine.turns.preview_context(DEMO_KEY, DEMO_USER)
     sources = sorted({_short(m.source.split(":")[0]) for m in preview.messages})
     console.print(
         f"  context for the next turn: {len(preview.messages)} messages from segments "

@@ -15,9 +15,9 @@ from rich.table import Table
 
 from sessiongate.cli.demo import fresh_demo_database, run_demo
 from sessiongate.config import Settings, cross_check, load_settings
-from sessiongate.errors import ConfigError, SessionGateError
+from sessiongate.errors import ConfigError, InvalidInput, SessionGateError, SessionNotFound
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.sessions import Caller
+from sessiongate.service.sessions import Caller, ChainView
 
 app = typer.Typer(
     help="sessiongate: durable conversation sessions for AI assistants.",
@@ -195,10 +195,36 @@ def sessions_list(config: ConfigOption = None) -> None:
     console.print(table)
 
 
+OwnerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--owner",
+        help="The user whose key it is (needed only when several users have a key of that name).",
+    ),
+]
+
+
+async def _owner_of(engine: Engine, key: str, owner: str | None) -> str:
+    """Keys live in their owners' namespaces: the operator names the owner, or the one
+    user holding a key of that name is taken."""
+    if owner is not None:
+        return owner
+    owners = sorted(k.owner for k in await engine.sessions.list_keys(OPERATOR) if k.key == key)
+    if len(owners) == 1:
+        return owners[0]
+    if not owners:
+        raise SessionNotFound(f"no session with key {key!r}")
+    raise InvalidInput(f"several users have a key {key!r} ({', '.join(owners)}): pass --owner")
+
+
 @sessions_app.command("show")
-def sessions_show(key: str, config: ConfigOption = None) -> None:
+def sessions_show(key: str, config: ConfigOption = None, owner: OwnerOption = None) -> None:
     """One key's chain with the reason for every rotation."""
-    view = _with_engine(config, lambda e: e.sessions.show(key, OPERATOR))
+
+    async def show(engine: Engine) -> ChainView:
+        return await engine.sessions.show(key, OPERATOR, owner=await _owner_of(engine, key, owner))
+
+    view = _with_engine(config, show)
     console.print(
         f"[bold]{view.key.key}[/bold] owned by {view.key.owner}; latest {view.latest.session_id}"
     )
@@ -222,11 +248,13 @@ def sessions_export(
     key: str,
     config: ConfigOption = None,
     output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+    owner: OwnerOption = None,
 ) -> None:
     """Write the key's whole chain as JSON Lines (to stdout unless --output)."""
 
     async def export(engine: Engine) -> list[str]:
-        return list(await engine.sessions.export(key, OPERATOR))
+        chosen = await _owner_of(engine, key, owner)
+        return list(await engine.sessions.export(key, OPERATOR, owner=chosen))
 
     lines = _with_engine(config, export)
     text = "".join(line + "\n" for line in lines)
@@ -241,15 +269,23 @@ def sessions_export(
 def sessions_import(
     file: Path,
     config: ConfigOption = None,
-    owner: Annotated[str | None, typer.Option(help="Owner of the imported key.")] = None,
+    owner: Annotated[
+        str | None,
+        typer.Option(help="Import into this user's namespace (default: the file's owner)."),
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option("--key", help="Import under this key name instead.")
+    ] = None,
 ) -> None:
-    """Read a JSON Lines export back; all or nothing."""
-    caller = Caller(owner) if owner else OPERATOR
+    """Read a JSON Lines export back; all or nothing. Segment ids already in use get
+    fresh ones."""
 
     async def do_import(engine: Engine) -> str:
         with file.open("rb") as handle:
-            record = await engine.sessions.import_chain(handle, caller, keep_owner=owner is None)
-        return record.key
+            record = await engine.sessions.import_chain(
+                handle, OPERATOR, key=key, owner=owner, operator=True
+            )
+        return f"{record.key} (owner {record.owner})"
 
     key = _with_engine(config, do_import)
     console.print(f"imported {key}")

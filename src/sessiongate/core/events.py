@@ -49,6 +49,7 @@ class EndEvent:
     message_id: str | None
     message_count: int
     usage: dict[str, int] = field(default_factory=dict)
+    #: complete, or truncated (the reply reached `limits.max_reply_chars` and was cut).
     status: str = "complete"
     type: Literal["end"] = "end"
 
@@ -57,6 +58,9 @@ class EndEvent:
 class ErrorEvent:
     code: str
     message: str
+    #: The HTTP-style status of the error that ended the turn (404, 409, 502, 504, …),
+    #: so a transport answers with the error's own status and keeps no table of codes.
+    status: int = 502
     type: Literal["error"] = "error"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from sessiongate.errors import InvalidSessionKey
 
@@ -23,3 +24,30 @@ def validate_session_key(key: object) -> str:
             "session key may contain only letters, digits and the characters : . _ @ -"
         )
     return key
+
+
+#: Separates owner and key in the stored form. Neither a user name nor a key may hold it,
+#: so the stored form splits back unambiguously.
+_STORAGE_SEPARATOR = "/"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRef:
+    """A session key in its owner's namespace: two users may both have `notes`, and one
+    never reaches (or learns of) the other's. Stores and locks address keys by this."""
+
+    owner: str
+    name: str
+
+    @property
+    def storage_id(self) -> str:
+        """The form stores, locks, caches and NOTIFY payloads use: `owner/name`."""
+        return f"{self.owner}{_STORAGE_SEPARATOR}{self.name}"
+
+    @classmethod
+    def from_storage_id(cls, value: str) -> KeyRef:
+        owner, _, name = value.partition(_STORAGE_SEPARATOR)
+        return cls(owner, name)
+
+    def __str__(self) -> str:
+        return self.storage_id

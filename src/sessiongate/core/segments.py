@@ -10,6 +10,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from sessiongate.core.keys import KeyRef
+
 
 class SegmentStatus(StrEnum):
     LATEST = "latest"
@@ -40,7 +42,7 @@ class RotationReason(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Segment:
     session_id: str
-    key: str
+    key: KeyRef
     status: SegmentStatus
     created_at: datetime
     archived_at: datetime | None
@@ -84,7 +86,7 @@ def message_id(session_id: str, seq: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RotationRecord:
-    key: str
+    key: KeyRef
     from_session_id: str
     to_session_id: str
     reason: RotationReason
@@ -103,6 +105,10 @@ class SessionKeyRecord:
     created_at: datetime
     overrides: dict[str, Any]
     last_semantic_rotation_at: datetime | None
+
+    @property
+    def ref(self) -> KeyRef:
+        return KeyRef(self.owner, self.key)
 
 
 @dataclass(frozen=True, slots=True)

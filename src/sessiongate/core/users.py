@@ -7,7 +7,8 @@ import hmac
 import re
 from dataclasses import dataclass
 
-from sessiongate.errors import InvalidInput
+from sessiongate.core.keys import KeyRef, validate_session_key
+from sessiongate.errors import Forbidden, InvalidInput
 
 KEY_PREFIX = "sg_"
 _USER_RE = re.compile(r"[A-Za-z0-9._@-]{1,64}")
@@ -20,6 +21,35 @@ class User:
     primary: bool = False
     admin: bool = False
     modes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking. Every key a caller names is resolved here, by one rule."""
+
+    name: str
+    admin: bool = False
+
+    def key(self, name: str, *, owner: str | None = None, write: bool = False) -> KeyRef:
+        """The key `name` in the caller's own namespace; or, for an admin who names
+        another `owner`, in that user's namespace — to read or erase it, never to write.
+
+        Nobody learns from this whether the key exists: a non-admin naming another owner
+        is refused whatever that owner holds."""
+        validate_session_key(name)
+        if owner is None or owner == self.name:
+            return KeyRef(self.name, name)
+        validate_user_name(owner)
+        if not self.admin:
+            raise Forbidden(
+                "only an admin may name another user's key (owner=...)", code="owner_not_allowed"
+            )
+        if write:
+            raise Forbidden(
+                "admins read and erase other users' keys but never write to them",
+                code="admin_read_only",
+            )
+        return KeyRef(owner, name)
 
 
 def validate_user_name(name: str) -> str:

@@ -14,11 +14,12 @@ from sessiongate.models.base import ReplyModel
 from sessiongate.models.judge import ModelTopicJudge
 from sessiongate.models.offline import OfflineModel
 from sessiongate.service.agents import build_profiles
-from sessiongate.service.locks import KeyLocks
+from sessiongate.service.overrides import OverrideTargets
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.turns import TurnService
 from sessiongate.service.users import UserService
 from sessiongate.store.base import Store, UserStore
+from sessiongate.store.locks import KeyLocks
 from sessiongate.store.sqlite import SQLiteStore
 from sessiongate.store.sqlite_users import SQLiteUserStore
 
@@ -109,8 +110,11 @@ def build_engine(
         settings.lifecycle.policy(),
         locks,
         max_content_chars=settings.limits.max_content_chars,
+        override_targets=OverrideTargets(registry, judges),
     )
-    turns = TurnService(sessions, agents, registry, judges)
+    turns = TurnService(
+        sessions, agents, registry, judges, max_reply_chars=settings.limits.max_reply_chars
+    )
     users = UserService(user_store, clock)
     return Engine(store, sessions, turns, users, settings)
 

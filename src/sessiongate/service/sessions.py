@@ -11,10 +11,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sessiongate.config import parse_day_boundary
 from sessiongate.core.clock import Clock
 from sessiongate.core.ids import IdGenerator, is_session_id
-from sessiongate.core.keys import validate_session_key
+from sessiongate.core.keys import KeyRef, validate_session_key
 from sessiongate.core.rotation import ActionKind, LifecycleAction, LifecyclePolicy, manual_action
 from sessiongate.core.segments import (
     KeySummary,
@@ -27,29 +26,34 @@ from sessiongate.core.segments import (
     Segment,
     SessionKeyRecord,
 )
-from sessiongate.durations import parse_optional_duration
+from sessiongate.core.users import Caller, validate_user_name
 from sessiongate.errors import (
+    ImportFormatError,
     InvalidInput,
     InvalidSessionId,
     NothingToRevert,
     SegmentNotFound,
+    SessionGateError,
     SessionNotFound,
 )
-from sessiongate.service.locks import KeyLocks
+from sessiongate.service.overrides import (
+    OverrideTargets,
+    apply_lifecycle_overrides,
+    merge_overrides,
+    validate_overrides,
+)
 from sessiongate.service.thread_cache import ThreadCache
 from sessiongate.store.base import Store
-from sessiongate.store.exchange import export_lines, parse_lines
+from sessiongate.store.exchange import export_lines, parse_lines, retarget
+from sessiongate.store.locks import KeyLocks
+from sessiongate.store.recall import recall_words
+
+__all__ = ["Caller", "ChainView", "SessionService", "thread_segment_ids", "validate_recall"]
 
 RotationListener = Callable[[RotationRecord], None]
 MAX_PAGE = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who is asking. Owners see their own keys; an admin may read every key."""
-
-    name: str
-    admin: bool = False
+#: Sequence numbers and page cursors are stored as signed 64-bit integers.
+MAX_SEQ = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,7 @@ class SessionService:
         policy: LifecyclePolicy,
         locks: KeyLocks,
         max_content_chars: int = 100_000,
+        override_targets: OverrideTargets | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -76,6 +81,7 @@ class SessionService:
         self.policy = policy
         self.locks = locks
         self.max_content_chars = max_content_chars
+        self.override_targets = override_targets or OverrideTargets()
         self.threads = ThreadCache()
         store.on_key_changed(self._key_changed_elsewhere)
         self._listeners: list[RotationListener] = []
@@ -90,23 +96,15 @@ class SessionService:
         for listener in self._listeners:
             listener(record)
 
-    # -- ownership --------------------------------------------------------------
+    # -- records ----------------------------------------------------------------
 
-    async def owned_key(self, key: str, caller: Caller, *, write: bool) -> SessionKeyRecord:
-        """The key's record, or SessionNotFound when it is missing *or* not the caller's:
-        another user's key is indistinguishable from a missing one."""
-        validate_session_key(key)
-        record = await self.store.get_key(key)
-        if record is None or (record.owner != caller.name and not (caller.admin and not write)):
-            raise SessionNotFound(f"no session with key {key!r}")
+    async def existing(self, ref: KeyRef) -> SessionKeyRecord:
+        """The key's record, or SessionNotFound. Keys live in their owner's namespace
+        (`Caller.key` chose `ref`), so nothing here can reveal another user's key."""
+        record = await self.store.get_key(ref)
+        if record is None:
+            raise SessionNotFound(f"no session with key {ref.name!r}")
         return record
-
-    async def check_writable(self, key: str, caller: Caller) -> None:
-        """Fail early (before a stream starts) when `key` belongs to someone else."""
-        validate_session_key(key)
-        record = await self.store.get_key(key)
-        if record is not None and record.owner != caller.name:
-            raise SessionNotFound(f"no session with key {key!r}")
 
     def policy_for(self, record: SessionKeyRecord) -> LifecyclePolicy:
         """The global lifecycle policy with this key's overrides applied."""
@@ -116,45 +114,36 @@ class SessionService:
         self, key: str, caller: Caller, changes: dict[str, Any]
     ) -> SessionKeyRecord:
         """Merge `changes` into the key's overrides; a None value removes that override."""
-        async with self.locks.hold(key):
-            record = await self.owned_key(key, caller, write=True)
-            merged = dict(record.overrides)
-            for name, value in changes.items():
-                if value is None:
-                    merged.pop(name, None)
-                elif name == "lifecycle":
-                    current = dict(merged.get("lifecycle") or {})
-                    current.update(value)
-                    lifecycle = {k: v for k, v in current.items() if v is not None}
-                    apply_lifecycle_overrides(self.policy, lifecycle)  # validates
-                    merged["lifecycle"] = lifecycle
-                else:
-                    merged[name] = value
-            return await self.store.set_overrides(key, merged)
+        ref = caller.key(key, write=True)
+        async with self.locks.hold(ref):
+            record = await self.existing(ref)
+            merged = merge_overrides(record.overrides, changes)
+            cleaned = validate_overrides(merged, self.policy, self.override_targets)
+            return await self.store.set_overrides(ref, cleaned)
 
-    def _key_changed_elsewhere(self, key: str | None) -> None:
-        if key is None:
+    def _key_changed_elsewhere(self, ref: KeyRef | None) -> None:
+        if ref is None:
             self.threads.clear()
         else:
-            self.threads.drop(key)
+            self.threads.drop(ref)
 
     async def thread_tail(
-        self, key: str, segment: Segment, limit: int, *, remember: bool = True
+        self, ref: KeyRef, segment: Segment, limit: int, *, remember: bool = True
     ) -> list[Message]:
         """The newest `limit` messages of the segment's thread, from the cache when the
         store's view of the segment still matches it. `remember=False` reads without
         replacing the cached window (a smaller read would shrink it)."""
-        cached = self.threads.get(key, segment, limit)
+        cached = self.threads.get(ref, segment, limit)
         if cached is not None:
             return cached
         messages = await self.store.thread_tail(segment, limit)
         if remember:
-            self.threads.put(key, segment, limit, messages)
+            self.threads.put(ref, segment, limit, messages)
         return messages
 
     async def append_message(
         self,
-        key: str,
+        ref: KeyRef,
         session_id: str,
         *,
         role: Role,
@@ -166,32 +155,29 @@ class SessionService:
         message = await self.store.append_message(
             session_id, role=role, content=content, now=now, status=status, metadata=metadata
         )
-        self.threads.appended(key, message)
+        self.threads.appended(ref, message)
         return message
 
-    async def open_key(self, key: str, caller: Caller) -> tuple[SessionKeyRecord, Segment]:
+    async def open_key(self, ref: KeyRef) -> tuple[SessionKeyRecord, Segment]:
         """Resolve a key for writing, creating it (with its first segment) when new."""
-        validate_session_key(key)
-        record = await self.store.get_key(key)
+        record = await self.store.get_key(ref)
         if record is None:
-            return await self.store.create_key(key, caller.name, self.ids.new(), self.clock.now())
-        if record.owner != caller.name:
-            raise SessionNotFound(f"no session with key {key!r}")
-        return record, await self.store.latest_segment(key)
+            return await self.store.create_key(ref, self.ids.new(), self.clock.now())
+        return record, await self.store.latest_segment(ref)
 
     # -- lifecycle --------------------------------------------------------------
 
     async def apply(
-        self, key: str, segment: Segment, action: LifecycleAction, now: datetime
+        self, ref: KeyRef, segment: Segment, action: LifecycleAction, now: datetime
     ) -> tuple[Segment, RotationRecord]:
         """Commit a decided action (caller holds the key's lock) and announce it."""
         if action.kind is ActionKind.CLEAR_IN_PLACE:
             new_segment, record = await self.store.clear_in_place(
-                key, expected_latest=segment.session_id, reason=action.reason, now=now
+                ref, expected_latest=segment.session_id, reason=action.reason, now=now
             )
         else:
             new_segment, record = await self.store.rotate(
-                key,
+                ref,
                 expected_latest=segment.session_id,
                 new_session_id=self.ids.new(),
                 reason=action.reason,
@@ -204,26 +190,25 @@ class SessionService:
 
     async def rotate_now(self, key: str, caller: Caller) -> tuple[Segment, RotationRecord | None]:
         """`/new` by API. A key seen for the first time is simply created."""
-        async with self.locks.hold(key):
-            record = await self.store.get_key(validate_session_key(key))
+        ref = caller.key(key, write=True)
+        async with self.locks.hold(ref):
+            record = await self.store.get_key(ref)
             if record is None:
-                now = self.clock.now()
-                _, segment = await self.store.create_key(key, caller.name, self.ids.new(), now)
+                _, segment = await self.store.create_key(ref, self.ids.new(), self.clock.now())
                 return segment, None
-            if record.owner != caller.name:
-                raise SessionNotFound(f"no session with key {key!r}")
-            segment = await self.store.latest_segment(key)
+            segment = await self.store.latest_segment(ref)
             action = manual_action(self.policy_for(record))
-            return await self.apply(key, segment, action, self.clock.now())
+            return await self.apply(ref, segment, action, self.clock.now())
 
     async def revert(self, key: str, caller: Caller) -> tuple[Segment, RotationRecord]:
         """Undo the last semantic rotation: a continuation segment whose thread is the
         archived segment before the split followed by the one after it. Nothing is
         rewritten; nothing is lost."""
-        async with self.locks.hold(key):
-            await self.owned_key(key, caller, write=True)
-            rotations = await self.store.rotations(key)
-            latest = await self.store.latest_segment(key)
+        ref = caller.key(key, write=True)
+        async with self.locks.hold(ref):
+            await self.existing(ref)
+            rotations = await self.store.rotations(ref)
+            latest = await self.store.latest_segment(ref)
             last = rotations[-1] if rotations else None
             if (
                 last is None
@@ -234,7 +219,7 @@ class SessionService:
                     f"the latest segment of {key!r} was not made by a semantic rotation"
                 )
             new_segment, record = await self.store.rotate(
-                key,
+                ref,
                 expected_latest=latest.session_id,
                 new_session_id=self.ids.new(),
                 reason=RotationReason.REVERT,
@@ -248,107 +233,142 @@ class SessionService:
     # -- reads ------------------------------------------------------------------
 
     async def recall(
-        self, key: str, caller: Caller, query: str, rationale: str, limit: int = 5
+        self,
+        key: str,
+        caller: Caller,
+        query: str,
+        rationale: str,
+        limit: int = 5,
+        *,
+        owner: str | None = None,
     ) -> list[RecallFragment]:
         """Explicit history recall. The rationale is mandatory: it is why the history is
         being looked at, and it travels with every fragment."""
-        await self.owned_key(key, caller, write=False)
+        ref = caller.key(key, owner=owner)
         validate_recall(query, rationale, limit)
-        latest = await self.store.latest_segment(key)
+        await self.existing(ref)
+        latest = await self.store.latest_segment(ref)
         return await self.store.recall(
-            key,
+            ref,
             query,
             rationale=rationale.strip(),
             limit=limit,
             exclude_session_ids=thread_segment_ids(latest),
         )
 
+    async def count_keys(self) -> int:
+        """How many keys exist, all owners together (seed 001's health counts)."""
+        return await self.store.count_keys()
+
     async def list_keys(self, caller: Caller) -> list[KeySummary]:
         return await self.store.list_keys(None if caller.admin else caller.name)
 
-    async def show(self, key: str, caller: Caller) -> ChainView:
-        record = await self.owned_key(key, caller, write=False)
-        segments = await self.store.chain(key)
+    async def show(self, key: str, caller: Caller, *, owner: str | None = None) -> ChainView:
+        ref = caller.key(key, owner=owner)
+        record = await self.existing(ref)
+        segments = await self.store.chain(ref)
         latest = next(s for s in segments if s.session_id == record.latest_session_id)
-        return ChainView(record, latest, segments, await self.store.rotations(key))
+        return ChainView(record, latest, segments, await self.store.rotations(ref))
+
+    async def latest(self, key: str, caller: Caller, *, owner: str | None = None) -> Segment:
+        ref = caller.key(key, owner=owner)
+        await self.existing(ref)
+        return await self.store.latest_segment(ref)
+
+    async def history(self, ref: KeyRef, limit: int) -> tuple[Segment | None, list[Message]]:
+        """The latest segment and the newest `limit` messages of its thread, or
+        (None, []) for a key not used yet (a client's first connection)."""
+        record = await self.store.get_key(ref)
+        if record is None:
+            return None, []
+        segment = await self.store.latest_segment(ref)
+        return segment, await self.thread_tail(ref, segment, limit, remember=False)
 
     async def messages(
-        self, key: str, caller: Caller, session_id: str, *, after: int = 0, limit: int = 100
+        self,
+        key: str,
+        caller: Caller,
+        session_id: str,
+        *,
+        after: int = 0,
+        limit: int = 100,
+        owner: str | None = None,
     ) -> list[Message]:
-        await self.owned_key(key, caller, write=False)
+        ref = caller.key(key, owner=owner)
         if not is_session_id(session_id):
             raise InvalidSessionId(f"{session_id!r} is not a session id")
+        if not 0 <= after <= MAX_SEQ or not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(
+                f"after must be between 0 and {MAX_SEQ}, limit between 1 and {MAX_PAGE}"
+            )
+        await self.existing(ref)
         segment = await self.store.get_segment(session_id)
-        if segment is None or segment.key != key:
+        if segment is None or segment.key != ref:
             raise SegmentNotFound(f"no segment {session_id} under {key!r}")
-        if after < 0 or not 1 <= limit <= MAX_PAGE:
-            raise InvalidInput(f"after must be >= 0 and limit between 1 and {MAX_PAGE}")
         return await self.store.list_messages(session_id, after_seq=after, limit=limit)
 
     # -- exchange and erasure ---------------------------------------------------
 
-    async def export(self, key: str, caller: Caller) -> Iterator[str]:
-        await self.owned_key(key, caller, write=False)
-        return export_lines(await self.store.export_chain(key))
+    async def export(self, key: str, caller: Caller, *, owner: str | None = None) -> Iterator[str]:
+        ref = caller.key(key, owner=owner)
+        await self.existing(ref)
+        return export_lines(await self.store.export_chain(ref))
 
     async def import_chain(
-        self, lines: Iterable[str | bytes], caller: Caller, *, keep_owner: bool = False
+        self,
+        lines: Iterable[str | bytes],
+        caller: Caller,
+        *,
+        key: str | None = None,
+        owner: str | None = None,
+        operator: bool = False,
     ) -> SessionKeyRecord:
-        """Validate the whole file, then write it in one transaction. The importing caller
-        becomes the owner unless an admin asks to keep the file's owner."""
+        """Validate the whole file, then write it in one transaction, into the caller's
+        namespace under the file's key name (or `key`). Segment ids already in use get
+        fresh ones; into an empty database the ids are kept.
+
+        `operator` (the CLI, run by whoever runs the gateway) may restore into any user's
+        namespace: `owner`, else the file's own owner. Over the API nobody writes into
+        another user's namespace, admins included."""
         records = parse_lines(lines, max_content_chars=self.max_content_chars)
-        if not (keep_owner and caller.admin):
-            records.key = SessionKeyRecord(**{**_record_fields(records.key), "owner": caller.name})
-        async with self.locks.hold(records.key.key):
-            self.threads.drop(records.key.key)
-            await self.store.import_chain(records)
-        record = await self.store.get_key(records.key.key)
-        assert record is not None
-        return record
+        name = records.key.key if key is None else key
+        if operator:
+            target = KeyRef(validate_user_name(owner or records.key.owner), name)
+            validate_session_key(name)
+        else:
+            target = caller.key(name, owner=owner, write=True)
+        try:
+            overrides = validate_overrides(
+                records.key.overrides, self.policy, self.override_targets
+            )
+        except SessionGateError as exc:
+            raise ImportFormatError(exc.message, line=1) from None
+        records = retarget(records, target)
+        records.key = replace(records.key, overrides=overrides)
+        async with self.locks.hold(target):
+            self.threads.drop(target)
+            await self.store.import_chain(records, self.ids.new)
+        return await self.existing(target)
 
-    async def delete(self, key: str, caller: Caller) -> None:
-        async with self.locks.hold(key):
-            record = await self.store.get_key(validate_session_key(key))
-            if record is None or (record.owner != caller.name and not caller.admin):
-                raise SessionNotFound(f"no session with key {key!r}")
-            self.threads.drop(key)
-            await self.store.delete_key(key)
-
-
-def apply_lifecycle_overrides(
-    policy: LifecyclePolicy, overrides: dict[str, Any]
-) -> LifecyclePolicy:
-    """Per-key lifecycle overrides: idle_window, day_boundary, semantic_enabled,
-    semantic_threshold. Raises InvalidInput naming the bad field."""
-    try:
-        result = policy
-        if "idle_window" in overrides:
-            result = replace(result, idle_window=parse_optional_duration(overrides["idle_window"]))
-        if "day_boundary" in overrides:
-            result = replace(result, day_boundary=parse_day_boundary(overrides["day_boundary"]))
-        semantic = result.semantic
-        if "semantic_enabled" in overrides:
-            semantic = replace(semantic, enabled=bool(overrides["semantic_enabled"]))
-        if "semantic_threshold" in overrides:
-            semantic = replace(semantic, threshold=float(overrides["semantic_threshold"]))
-        return replace(result, semantic=semantic)
-    except (ValueError, TypeError) as exc:
-        raise InvalidInput(f"lifecycle override: {exc}", code="invalid_override") from None
+    async def delete(self, key: str, caller: Caller, *, owner: str | None = None) -> None:
+        ref = caller.key(key, owner=owner)
+        async with self.locks.hold(ref):
+            self.threads.drop(ref)
+            await self.store.delete_key(ref)
 
 
 def validate_recall(query: object, rationale: object, limit: object) -> None:
+    """Everything a recall needs, checked before a turn changes anything (a bad recall on
+    `/new hello` must not rotate first and fail after)."""
     if not isinstance(rationale, str) or not rationale.strip():
         raise InvalidInput("recall needs a rationale", code="invalid_recall")
     if not isinstance(query, str) or not query.strip() or len(query) > 2000:
         raise InvalidInput("recall query must be 1-2000 characters", code="invalid_recall")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
         raise InvalidInput("recall limit must be between 1 and 50", code="invalid_recall")
+    recall_words(query)  # a query of punctuation alone has nothing to search for
 
 
 def thread_segment_ids(segment: Segment) -> tuple[str, ...]:
     """The segments whose messages the context may read directly (not via recall)."""
     return (segment.session_id, *segment.continues)
-
-
-def _record_fields(record: SessionKeyRecord) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in record.__dataclass_fields__}

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Message, Segment
 
 
@@ -46,11 +47,11 @@ class ThreadCache:
         if max_keys < 0:
             raise ValueError("max_keys must be >= 0")
         self.max_keys = max_keys
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._entries: OrderedDict[KeyRef, _Entry] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: str, segment: Segment, limit: int) -> list[Message] | None:
+    def get(self, key: KeyRef, segment: Segment, limit: int) -> list[Message] | None:
         """The newest `limit` messages of `segment`'s thread, oldest first, or None."""
         entry = self._entries.get(key)
         if entry is None or not entry.matches(segment):
@@ -63,7 +64,7 @@ class ThreadCache:
         self._entries.move_to_end(key)
         return entry.messages[-limit:] if limit > 0 else []
 
-    def put(self, key: str, segment: Segment, limit: int, messages: list[Message]) -> None:
+    def put(self, key: KeyRef, segment: Segment, limit: int, messages: list[Message]) -> None:
         """Record what the store answered to `thread_tail(segment, limit)`."""
         if self.max_keys == 0 or limit <= 0:
             return
@@ -79,7 +80,7 @@ class ThreadCache:
         while len(self._entries) > self.max_keys:
             self._entries.popitem(last=False)
 
-    def appended(self, key: str, message: Message) -> None:
+    def appended(self, key: KeyRef, message: Message) -> None:
         """Note a message just appended to the key's latest segment."""
         entry = self._entries.get(key)
         if entry is None:
@@ -94,7 +95,7 @@ class ThreadCache:
             del entry.messages[0]
             entry.whole = False
 
-    def drop(self, key: str) -> None:
+    def drop(self, key: KeyRef) -> None:
         self._entries.pop(key, None)
 
     def clear(self) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessiongate.core.events import EndEvent, ErrorEvent, TurnEvent
-from sessiongate.service.sessions import Caller
+from sessiongate.core.users import Caller
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +21,7 @@ class RecallRequest:
 
 @dataclass(frozen=True, slots=True)
 class InboundTurn:
+    #: The key's name; it lives in the caller's namespace (`Caller.key`).
     key: str
     caller: Caller
     content: str
@@ -63,9 +64,9 @@ class TurnHandle:
             self.status = event.status if event.message_id else "command"
         self._queue.put_nowait(event)
 
-    def fail(self, code: str, message: str) -> None:
+    def fail(self, code: str, message: str, status: int = 502) -> None:
         self.error_code = code
-        self._queue.put_nowait(ErrorEvent(code, message))
+        self._queue.put_nowait(ErrorEvent(code, message, status))
 
     def close(self) -> None:
         self._queue.put_nowait(None)

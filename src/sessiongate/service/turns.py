@@ -4,10 +4,15 @@ stream the reply → commit the assistant message.
 The rule for what is kept (also in docs/lifecycle.md):
 - The user message is committed before any model is called, so it survives any failure.
 - A reply that streams to its end is committed as a `complete` assistant message.
-- A model failure (after retries and fallbacks) appends no assistant message; the turn
-  ends with an `error` event.
-- A turn cancelled mid-stream (shutdown, `TurnHandle.cancel`) keeps the text produced so
-  far as an `interrupted` assistant message, or nothing if no text came yet.
+- A model failure before any text (after retries and fallbacks) appends no assistant
+  message; the turn ends with an `error` event.
+- Text that reached the client is never dropped: a turn cancelled mid-stream (shutdown,
+  `TurnHandle.cancel`, `turn_timeout`), a model that fails after its first text, or a
+  stream that ends without the provider's end marker keeps the text produced so far as
+  an `interrupted` assistant message (nothing if no text came yet), then ends with an
+  `error` event. Such a reply is never stored `complete`.
+- A reply longer than `limits.max_reply_chars` is cut there, the model's stream closed,
+  and the cut text kept as `complete` with `truncated: true` in its metadata.
 - A client that stops listening does not cancel the turn: it runs to its end and the
   next request sees the reply.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -31,7 +36,7 @@ from sessiongate.core.events import (
     TokenEvent,
     TurnEvent,
 )
-from sessiongate.core.keys import validate_session_key
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.rotation import (
     LifecycleAction,
     LifecyclePolicy,
@@ -49,7 +54,7 @@ from sessiongate.core.segments import (
     Segment,
     SessionKeyRecord,
 )
-from sessiongate.errors import ModelError, SessionGateError
+from sessiongate.errors import ModelError, SessionGateError, TurnTimeout
 from sessiongate.models.base import ReplyModel, TextDelta, Usage
 from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.sessions import (
@@ -79,8 +84,11 @@ class TurnService:
         agents: Mapping[str, AgentProfile],
         models: Mapping[str, ReplyModel],
         judges: Mapping[str, TopicJudge],
+        *,
+        max_reply_chars: int = 200_000,
     ) -> None:
         self.sessions = sessions
+        self.max_reply_chars = max_reply_chars
         self.agents = agents
         self.models = models
         self.judges = judges
@@ -104,14 +112,15 @@ class TurnService:
             yield event
 
     def start_turn(self, inbound: InboundTurn) -> TurnHandle:
-        """Validate, then run the turn in its own task. Bad input raises here, at once."""
-        validate_session_key(inbound.key)
+        """Validate, then run the turn in its own task. Bad input raises here, at once,
+        before anything is queued, rotated or written."""
+        ref = inbound.caller.key(inbound.key, write=True)
         validate_content(inbound.content, self.sessions.max_content_chars)
-        agent = pick_agent(dict(self.agents), inbound.agent)
+        agent = self.agent(inbound.agent)
         if inbound.recall is not None:
             validate_recall(inbound.recall.query, inbound.recall.rationale, inbound.recall.limit)
         handle = TurnHandle(self.sessions.ids.new())
-        task = asyncio.get_running_loop().create_task(self._run(inbound, agent, handle))
+        task = asyncio.get_running_loop().create_task(self._run(inbound, ref, agent, handle))
         handle.task = task
         self._running.add(task)
         task.add_done_callback(self._running.discard)
@@ -128,29 +137,51 @@ class TurnService:
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
 
+    def agent(self, name: str | None) -> AgentProfile:
+        """The one agent-selection rule: the named agent, else `main`, else the first
+        configured. Every transport asks here."""
+        return pick_agent(dict(self.agents), name)
+
     async def preview_context(
-        self, key: str, caller: Caller, agent_name: str | None = None
-    ) -> AssembledContext:
-        """Exactly what the next turn would send, before its own message is added."""
-        record = await self.sessions.owned_key(key, caller, write=False)
-        agent = pick_agent(dict(self.agents), agent_name)
-        segment = await self.sessions.store.latest_segment(record.key)
-        return await self._assemble(record.key, agent, segment, ())
+        self,
+        key: str,
+        caller: Caller,
+        agent_name: str | None = None,
+        *,
+        owner: str | None = None,
+    ) -> tuple[Segment, AssembledContext]:
+        """Exactly what the next turn would send, before its own message is added, and
+        the segment it comes from."""
+        ref = caller.key(key, owner=owner)
+        agent = self.agent(agent_name)
+        segment = await self.sessions.latest(key, caller, owner=owner)
+        return segment, await self._assemble(ref, agent, segment, ())
 
     # -- the turn ---------------------------------------------------------------
 
-    async def _run(self, inbound: InboundTurn, agent: AgentProfile, handle: TurnHandle) -> None:
+    async def _run(
+        self, inbound: InboundTurn, ref: KeyRef, agent: AgentProfile, handle: TurnHandle
+    ) -> None:
         started = time.perf_counter()
         try:
-            async with self.sessions.locks.hold(inbound.key):
-                await self._locked_turn(inbound, agent, handle)
+            async with self.sessions.locks.hold(ref):
+                # The clock starts once the turn holds its key: waiting in the key's queue
+                # is not the turn's own time. On expiry the turn is cancelled where it is
+                # (text so far kept as `interrupted`) and the key is released.
+                limit = agent.turn_timeout.total_seconds()
+                try:
+                    async with asyncio.timeout(limit):
+                        await self._locked_turn(inbound, ref, agent, handle)
+                except TimeoutError:
+                    error = TurnTimeout(f"the turn ran longer than its limit ({limit:g} s)")
+                    handle.fail(error.code, error.message, error.status)
         except SessionGateError as exc:
-            handle.fail(exc.code, exc.message)
+            handle.fail(exc.code, exc.message, exc.status)
         except asyncio.CancelledError:
-            handle.fail("turn_cancelled", "the turn was cancelled")
+            handle.fail("turn_cancelled", "the turn was cancelled", 503)
             raise
         except Exception as exc:  # a bug must still end the stream, never hang it
-            handle.fail("internal_error", f"{type(exc).__name__}: turn failed")
+            handle.fail("internal_error", f"{type(exc).__name__}: turn failed", 500)
             raise
         finally:
             handle.close()
@@ -159,7 +190,7 @@ class TurnService:
                     agent=agent.name,
                     status=handle.status,
                     seconds=time.perf_counter() - started,
-                    key=inbound.key,
+                    key=ref.storage_id,
                     turn_id=handle.turn_id,
                     model=handle.model,
                     first_token_seconds=handle.first_token_seconds,
@@ -168,28 +199,28 @@ class TurnService:
             )
 
     async def _locked_turn(
-        self, inbound: InboundTurn, agent: AgentProfile, handle: TurnHandle
+        self, inbound: InboundTurn, ref: KeyRef, agent: AgentProfile, handle: TurnHandle
     ) -> None:
         sessions = self.sessions
         now = sessions.clock.now()
-        record, segment = await sessions.open_key(inbound.key, inbound.caller)
+        record, segment = await sessions.open_key(ref)
         content = inbound.content
         rotations: list[RotationRecord] = []
 
         policy = sessions.policy_for(record)
         command = parse_new_command(content)
         if command is not None:
-            segment, rotation = await sessions.apply(
-                record.key, segment, manual_action(policy), now
-            )
+            segment, rotation = await sessions.apply(ref, segment, manual_action(policy), now)
             rotations.append(rotation)
             content = command.rest
         else:
             action = temporal_action(segment, now, policy)
             if action is None:
-                action = await self._semantic_decision(record, agent, segment, content, now, policy)
+                action = await self._semantic_decision(
+                    ref, record, agent, segment, content, now, policy
+                )
             if action is not None:
-                segment, rotation = await sessions.apply(record.key, segment, action, now)
+                segment, rotation = await sessions.apply(ref, segment, action, now)
                 rotations.append(rotation)
 
         handle.emit(StartEvent(record.key, segment.session_id, handle.turn_id))
@@ -202,7 +233,7 @@ class TurnService:
         fragments: list[RecallFragment] = []
         if inbound.recall is not None:
             fragments = await sessions.store.recall(
-                record.key,
+                ref,
                 inbound.recall.query,
                 rationale=inbound.recall.rationale.strip(),
                 limit=inbound.recall.limit,
@@ -223,7 +254,7 @@ class TurnService:
                 for f in fragments
             ]
         message = await sessions.append_message(
-            record.key,
+            ref,
             segment.session_id,
             role=Role.USER,
             content=content,
@@ -236,11 +267,12 @@ class TurnService:
             message_count=message.seq,
             last_activity_at=max(segment.last_activity_at, message.created_at),
         )
-        context = await self._assemble(record.key, agent, segment, fragments)
-        await self._reply(record, agent, segment, context, handle)
+        context = await self._assemble(ref, agent, segment, fragments)
+        await self._reply(ref, record, agent, segment, context, handle)
 
     async def _semantic_decision(
         self,
+        ref: KeyRef,
         record: SessionKeyRecord,
         agent: AgentProfile,
         segment: Segment,
@@ -256,7 +288,7 @@ class TurnService:
             agent.control_model,
             agent.control_fallback_models,
         )
-        tail = await self.sessions.thread_tail(record.key, segment, JUDGE_WINDOW, remember=False)
+        tail = await self.sessions.thread_tail(ref, segment, JUDGE_WINDOW, remember=False)
         recent = [m.content for m in tail]
         for candidate in chain:
             judge = self.judges.get(candidate.model)
@@ -273,7 +305,7 @@ class TurnService:
 
     async def _assemble(
         self,
-        key: str,
+        key: KeyRef,
         agent: AgentProfile,
         segment: Segment,
         fragments: Sequence[RecallFragment],
@@ -290,13 +322,13 @@ class TurnService:
 
     async def _reply(
         self,
+        ref: KeyRef,
         record: SessionKeyRecord,
         agent: AgentProfile,
         segment: Segment,
         context: AssembledContext,
         handle: TurnHandle,
     ) -> None:
-        sessions = self.sessions
         override = record.overrides.get("reply_model")
         names = [override or agent.reply_model, *agent.fallback_models]
         wire = context.to_wire()
@@ -306,64 +338,120 @@ class TurnService:
             if model is None:
                 last_error = ModelError(f"model {name!r} is not configured", code="model_missing")
                 continue
-            parts: list[str] = []
+            reply = _ReplyText(self.max_reply_chars)
             usage = Usage()
             handle.model = name
             asked = time.perf_counter()
+            stream = model.stream(wire)
             try:
-                async for chunk in model.stream(wire):
+                async for chunk in stream:
                     if isinstance(chunk, TextDelta):
-                        if chunk.text:
-                            first = not parts
+                        text = reply.take(chunk.text)
+                        if text:
+                            first = reply.first
                             if first:
                                 handle.first_token_seconds = time.perf_counter() - asked
-                            parts.append(chunk.text)
-                            handle.emit(TokenEvent(chunk.text))
+                            handle.emit(TokenEvent(text))
                             if first:
                                 # Let the transport send the first token now, even when
                                 # the rest of the reply is already buffered.
                                 await asyncio.sleep(0)
+                        if reply.full:
+                            break
                     else:
                         usage = chunk
+                if isinstance(stream, AsyncGenerator):
+                    # Close the upstream stream now (a cut reply stops the model), not
+                    # whenever the generator is collected.
+                    await stream.aclose()
             except ModelError as exc:
                 last_error = exc
-                if parts:  # text already reached the client: no silent switch of model
+                if reply.parts:
+                    # Text already reached the client: keep it, marked, and never switch
+                    # model silently mid-reply.
+                    await self._keep_interrupted(ref, segment, handle, name, reply, exc.code)
                     break
                 continue
             except asyncio.CancelledError:
-                if parts:
-                    handle.status = "interrupted"
-                    await sessions.append_message(
-                        record.key,
-                        segment.session_id,
-                        role=Role.ASSISTANT,
-                        content="".join(parts),
-                        now=self.sessions.clock.now(),
-                        status=MessageStatus.INTERRUPTED,
-                        metadata={"turn_id": handle.turn_id, "model": name},
-                    )
+                if reply.parts:
+                    await self._keep_interrupted(ref, segment, handle, name, reply, "cancelled")
                 raise
-            message = await sessions.append_message(
-                record.key,
+            metadata: dict[str, Any] = {
+                "turn_id": handle.turn_id,
+                "model": name,
+                "usage": usage.to_dict(),
+                "context": {
+                    "messages": len(context.messages),
+                    "tokens": context.token_estimate,
+                    "dropped": context.dropped_messages,
+                },
+            }
+            if reply.full:
+                metadata["truncated"] = True
+            message = await self.sessions.append_message(
+                ref,
                 segment.session_id,
                 role=Role.ASSISTANT,
-                content="".join(parts),
+                content=reply.text(),
                 now=self.sessions.clock.now(),
-                metadata={
-                    "turn_id": handle.turn_id,
-                    "model": name,
-                    "usage": usage.to_dict(),
-                    "context": {
-                        "messages": len(context.messages),
-                        "tokens": context.token_estimate,
-                        "dropped": context.dropped_messages,
-                    },
-                },
+                metadata=metadata,
             )
-            handle.emit(EndEvent(message.message_id, message.seq, usage.to_dict()))
+            status = "truncated" if reply.full else "complete"
+            handle.emit(EndEvent(message.message_id, message.seq, usage.to_dict(), status))
             return
         assert last_error is not None
-        handle.fail(last_error.code, last_error.message)
+        handle.fail(last_error.code, last_error.message, last_error.status)
+
+    async def _keep_interrupted(
+        self,
+        ref: KeyRef,
+        segment: Segment,
+        handle: TurnHandle,
+        model: str,
+        reply: _ReplyText,
+        cause: str,
+    ) -> None:
+        handle.status = "interrupted"
+        await self.sessions.append_message(
+            ref,
+            segment.session_id,
+            role=Role.ASSISTANT,
+            content=reply.text(),
+            now=self.sessions.clock.now(),
+            status=MessageStatus.INTERRUPTED,
+            metadata={"turn_id": handle.turn_id, "model": model, "interrupted_by": cause},
+        )
+
+
+class _ReplyText:
+    """The reply as it streams, cut at `limit` characters."""
+
+    __slots__ = ("first", "full", "limit", "parts", "size")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+        self.first = False
+        self.full = False
+
+    def take(self, text: str) -> str:
+        """The part of `text` that fits; sets `first` for the first non-empty piece and
+        `full` once the limit is reached."""
+        if not text or self.full:
+            self.first = False
+            return ""
+        room = self.limit - self.size
+        if len(text) >= room:
+            text = text[:room]
+            self.full = True
+        self.first = not self.parts
+        self.parts.append(text)
+        self.size += len(text)
+        return text
+
+    def text(self) -> str:
+        return "".join(self.parts)
 
 
 def _rotation_event(record: RotationRecord) -> RotationEvent:

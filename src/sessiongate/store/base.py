@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import (
     KeySummary,
     Message,
@@ -28,27 +29,27 @@ from sessiongate.store.exchange import ChainRecords
 
 
 class Store(Protocol):
-    async def get_key(self, key: str) -> SessionKeyRecord | None: ...
+    async def get_key(self, key: KeyRef) -> SessionKeyRecord | None: ...
 
     async def create_key(
-        self, key: str, owner: str, session_id: str, now: datetime
+        self, key: KeyRef, session_id: str, now: datetime
     ) -> tuple[SessionKeyRecord, Segment]:
         """Create `key` with its first (latest) segment. Raises KeyExists."""
         ...
 
     async def get_segment(self, session_id: str) -> Segment | None: ...
 
-    async def latest_segment(self, key: str) -> Segment:
+    async def latest_segment(self, key: KeyRef) -> Segment:
         """Raises SessionNotFound."""
         ...
 
-    async def chain(self, key: str) -> list[Segment]:
+    async def chain(self, key: KeyRef) -> list[Segment]:
         """All segments of `key`, oldest first."""
         ...
 
     async def rotate(
         self,
-        key: str,
+        key: KeyRef,
         *,
         expected_latest: str,
         new_session_id: str,
@@ -66,7 +67,7 @@ class Store(Protocol):
         ...
 
     async def clear_in_place(
-        self, key: str, *, expected_latest: str, reason: RotationReason, now: datetime
+        self, key: KeyRef, *, expected_latest: str, reason: RotationReason, now: datetime
     ) -> tuple[Segment, RotationRecord]:
         """Legacy mode: start the context afresh in the same segment. Nothing is deleted."""
         ...
@@ -96,11 +97,11 @@ class Store(Protocol):
         self, session_id: str, *, after_seq: int = 0, limit: int = 100
     ) -> list[Message]: ...
 
-    async def rotations(self, key: str) -> list[RotationRecord]: ...
+    async def rotations(self, key: KeyRef) -> list[RotationRecord]: ...
 
     async def recall(
         self,
-        key: str,
+        key: KeyRef,
         query: str,
         *,
         rationale: str,
@@ -116,19 +117,22 @@ class Store(Protocol):
         """How many session keys exist (all owners)."""
         ...
 
-    async def set_overrides(self, key: str, overrides: dict[str, Any]) -> SessionKeyRecord: ...
+    async def set_overrides(self, key: KeyRef, overrides: dict[str, Any]) -> SessionKeyRecord: ...
 
-    async def delete_key(self, key: str) -> None:
+    async def delete_key(self, key: KeyRef) -> None:
         """Erase a key and its whole chain. Raises SessionNotFound."""
         ...
 
-    async def export_chain(self, key: str) -> ChainRecords: ...
+    async def export_chain(self, key: KeyRef) -> ChainRecords: ...
 
-    async def import_chain(self, records: ChainRecords) -> None:
-        """Insert a whole chain in one transaction. Raises KeyExists or Conflict."""
+    async def import_chain(
+        self, records: ChainRecords, new_session_id: Callable[[], str]
+    ) -> ChainRecords:
+        """Insert a whole chain in one transaction, under `records.key.ref`, and return it
+        as written: segment ids already taken get `new_session_id()`. Raises KeyExists."""
         ...
 
-    def on_key_changed(self, callback: Callable[[str | None], None]) -> None:
+    def on_key_changed(self, callback: Callable[[KeyRef | None], None]) -> None:
         """Call `callback(key)` when another process erases or imports `key`, and
         `callback(None)` when such news may have been missed."""
         ...

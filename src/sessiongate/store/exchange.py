@@ -8,7 +8,8 @@ written, and names the 1-based line of the first problem.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from sessiongate.core.ids import is_session_id
-from sessiongate.core.keys import validate_session_key
+from sessiongate.core.keys import KeyRef, validate_session_key
 from sessiongate.core.segments import (
     Message,
     MessageStatus,
@@ -27,12 +28,18 @@ from sessiongate.core.segments import (
     SegmentStatus,
     SessionKeyRecord,
 )
+from sessiongate.core.users import validate_user_name
 from sessiongate.errors import ImportFormatError, SessionGateError
 
 FORMAT_NAME = "sessiongate.chain"
 FORMAT_VERSION = 1
 #: A single export line larger than this is refused before JSON parsing.
 MAX_LINE_BYTES = 4 * 1024 * 1024
+#: Roles the API writes. An export holding any other (`system`, say) did not come from
+#: a gateway, and a thread with a stray one could break every later turn.
+IMPORTABLE_ROLES = frozenset({Role.USER, Role.ASSISTANT})
+#: Every number a store keeps fits a signed 64-bit integer.
+MAX_STORED_INT = 2**63 - 1
 
 
 @dataclass(slots=True)
@@ -66,7 +73,7 @@ class _SegmentLine(_Strict):
     archived_at: AwareDatetime | None
     parent_ids: list[str]
     continues: list[str]
-    cleared_after_seq: int = Field(ge=0)
+    cleared_after_seq: int = Field(ge=0, le=MAX_STORED_INT)
     context_started_at: AwareDatetime
     last_activity_at: AwareDatetime
     created_reason: RotationReason | None
@@ -75,7 +82,7 @@ class _SegmentLine(_Strict):
 class _MessageLine(_Strict):
     type: Literal["message"]
     session_id: str
-    seq: int = Field(ge=1)
+    seq: int = Field(ge=1, le=MAX_STORED_INT)
     role: Role
     content: str
     status: MessageStatus
@@ -89,8 +96,8 @@ class _RotationLine(_Strict):
     to_session_id: str = Field(alias="to")
     reason: RotationReason
     at: AwareDatetime
-    confidence: float | None
-    deciding_model: str | None
+    confidence: float | None = Field(allow_inf_nan=False, ge=0.0, le=1.0)
+    deciding_model: str | None = Field(max_length=200)
     in_place: bool
 
 
@@ -223,6 +230,8 @@ class _ChainBuilder:
             if self.header is not None or self.segments:
                 raise self.fail("the key header must be the first line, and only once")
             validate_session_key(line.key)
+            validate_user_name(line.owner)
+            _check_finite(line.overrides, self.fail)
             self.header = line
             return
         if self.header is None:
@@ -250,7 +259,7 @@ class _ChainBuilder:
         self.segments.append(
             Segment(
                 session_id=line.session_id,
-                key=self.header.key,
+                key=KeyRef(self.header.owner, self.header.key),
                 status=SegmentStatus.ARCHIVED if line.archived_at else SegmentStatus.LATEST,
                 created_at=line.created_at,
                 archived_at=line.archived_at,
@@ -268,6 +277,9 @@ class _ChainBuilder:
     def _add_message(self, line: _MessageLine) -> None:
         if not self.segments or self.segments[-1].session_id != line.session_id:
             raise self.fail("a message must follow its own segment's line")
+        if line.role not in IMPORTABLE_ROLES:
+            raise self.fail(f"role {line.role.value!r} is not one the gateway writes")
+        _check_finite(line.metadata, self.fail)
         expected = self.segment_counts[line.session_id] + 1
         if line.seq != expected:
             raise self.fail(f"message seq {line.seq} out of order (expected {expected})")
@@ -300,7 +312,7 @@ class _ChainBuilder:
         assert self.header is not None
         self.rotations.append(
             RotationRecord(
-                key=self.header.key,
+                key=KeyRef(self.header.owner, self.header.key),
                 from_session_id=line.from_session_id,
                 to_session_id=line.to_session_id,
                 reason=line.reason,
@@ -322,6 +334,12 @@ class _ChainBuilder:
             raise self.fail("the last segment must be the latest (not archived)")
         if latest.session_id != self.header.latest_session_id:
             raise self.fail("latest_session_id does not name the last segment")
+        for segment in self.segments:
+            if segment.cleared_after_seq > self.segment_counts[segment.session_id]:
+                raise self.fail(
+                    f"segment {segment.session_id} is cleared after message"
+                    f" {segment.cleared_after_seq}, past its last message"
+                )
         segments = [_with_count(s, self.segment_counts[s.session_id]) for s in self.segments]
         h = self.header
         return ChainRecords(
@@ -341,3 +359,62 @@ class _ChainBuilder:
 
 def _with_count(segment: Segment, count: int) -> Segment:
     return replace(segment, message_count=count)
+
+
+def _check_finite(value: Any, fail: Callable[[str], ImportFormatError]) -> None:
+    """Refuse NaN and infinities anywhere in a JSON value: they are not JSON, and a store
+    that writes them back out (or PostgreSQL's json type) would choke on them."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise fail("NaN and infinite numbers are not allowed")
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_STORED_INT:
+            raise fail("a number is too large")
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+
+
+def retarget(records: ChainRecords, key: KeyRef) -> ChainRecords:
+    """The same chain under another key (an import lands in the caller's namespace, or
+    under the name the caller asked for)."""
+    return ChainRecords(
+        key=replace(records.key, key=key.name, owner=key.owner),
+        segments=[replace(s, key=key) for s in records.segments],
+        messages=records.messages,
+        rotations=[replace(r, key=key) for r in records.rotations],
+    )
+
+
+def remap_session_ids(
+    records: ChainRecords, taken: Collection[str], new_id: Callable[[], str]
+) -> ChainRecords:
+    """Give every segment whose id is `taken` a fresh one, rewriting every link to it
+    (parents, continuations, messages, rotations, the latest pointer). Ids that are free
+    are kept, so a round trip into an empty database changes nothing."""
+    mapping = {s.session_id: new_id() for s in records.segments if s.session_id in taken}
+    if not mapping:
+        return records
+
+    def fix(session_id: str) -> str:
+        return mapping.get(session_id, session_id)
+
+    return ChainRecords(
+        key=replace(records.key, latest_session_id=fix(records.key.latest_session_id)),
+        segments=[
+            replace(
+                s,
+                session_id=fix(s.session_id),
+                parent_ids=tuple(fix(p) for p in s.parent_ids),
+                continues=tuple(fix(c) for c in s.continues),
+            )
+            for s in records.segments
+        ],
+        messages=[replace(m, session_id=fix(m.session_id)) for m in records.messages],
+        rotations=[
+            replace(r, from_session_id=fix(r.from_session_id), to_session_id=fix(r.to_session_id))
+            for r in records.rotations
+        ],
+    )

@@ -4,13 +4,14 @@ across processes are serialised by row locks inside each transaction."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import (
     KeySummary,
     Message,
@@ -106,7 +107,7 @@ class PostgresStore:
 
     @asynccontextmanager
     async def transaction(
-        self, *, key: str | None = None, single_statement: bool = False
+        self, *, key: KeyRef | None = None, single_statement: bool = False
     ) -> AsyncIterator[Connection]:
         """One transaction on a pooled connection; refused writes become domain errors.
         `key`: a write that would create this key reports a racing creator as KeyExists.
@@ -121,7 +122,7 @@ class PostgresStore:
                     yield conn
             except asyncpg.PostgresError as exc:
                 if key is not None and violated(exc, "session_keys_pkey"):
-                    raise KeyExists(f"session key {key!r} already exists") from exc
+                    raise KeyExists(f"session key {key.name!r} already exists") from exc
                 mapped = translate(exc)
                 if mapped is None:
                     raise
@@ -129,9 +130,10 @@ class PostgresStore:
 
     # -- reads ------------------------------------------------------------------
 
-    async def get_key(self, key: str) -> SessionKeyRecord | None:
+    async def get_key(self, key: KeyRef) -> SessionKeyRecord | None:
+        stored = key.storage_id
         row = await self.pool.fetchrow(
-            f"SELECT {KEY_COLUMNS} FROM session_keys WHERE key = $1", key
+            f"SELECT {KEY_COLUMNS} FROM session_keys WHERE key = $1", stored
         )
         return None if row is None else key_record(row)
 
@@ -141,19 +143,21 @@ class PostgresStore:
         )
         return None if row is None else segment_from_row(row)
 
-    async def latest_segment(self, key: str) -> Segment:
+    async def latest_segment(self, key: KeyRef) -> Segment:
+        stored = key.storage_id
         row = await self.pool.fetchrow(
             f"SELECT {SEGMENT_COLUMNS} FROM session_keys k"
             " JOIN segments s ON s.session_id = k.latest_session_id WHERE k.key = $1",
-            key,
+            stored,
         )
         if row is None:
-            raise SessionNotFound(f"no session with key {key!r}")
+            raise SessionNotFound(f"no session with key {key.name!r}")
         return segment_from_row(row)
 
-    async def chain(self, key: str) -> list[Segment]:
+    async def chain(self, key: KeyRef) -> list[Segment]:
+        stored = key.storage_id
         rows = await self.pool.fetch(
-            f"SELECT {SEGMENT_COLUMNS} {SEGMENT_FROM} WHERE s.key = $1 ORDER BY s.pos", key
+            f"SELECT {SEGMENT_COLUMNS} {SEGMENT_FROM} WHERE s.key = $1 ORDER BY s.pos", stored
         )
         return [segment_from_row(r) for r in rows]
 
@@ -203,23 +207,25 @@ class PostgresStore:
         )
         return [message_from_row(r) for r in rows]
 
-    async def rotations(self, key: str) -> list[RotationRecord]:
+    async def rotations(self, key: KeyRef) -> list[RotationRecord]:
+        stored = key.storage_id
         rows = await self.pool.fetch(
-            f"SELECT {ROTATION_COLUMNS} FROM rotations WHERE key = $1 ORDER BY id", key
+            f"SELECT {ROTATION_COLUMNS} FROM rotations WHERE key = $1 ORDER BY id", stored
         )
         return [rotation_from_row(r) for r in rows]
 
     async def recall(
         self,
-        key: str,
+        key: KeyRef,
         query: str,
         *,
         rationale: str,
         limit: int = 5,
         exclude_session_ids: Iterable[str] = (),
     ) -> list[RecallFragment]:
+        stored = key.storage_id
         rows = await self.pool.fetch(
-            RECALL_SQL, recall_words(query), key, list(exclude_session_ids), limit_or_all(limit)
+            RECALL_SQL, recall_words(query), stored, list(exclude_session_ids), limit_or_all(limit)
         )
         return [
             recall_fragment(r[0], r[1], r[2], r[3], r[4], score=float(r[5]), rationale=rationale)
@@ -238,7 +244,10 @@ class PostgresStore:
             params = (owner,)
         sql += " GROUP BY k.key ORDER BY MAX(s.last_activity_at) DESC, k.key"
         rows = await self.pool.fetch(sql, *params)
-        return [KeySummary(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+        return [
+            KeySummary(KeyRef.from_storage_id(r[0]).name, r[1], r[2], r[3], r[4], r[5])
+            for r in rows
+        ]
 
     async def count_keys(self) -> int:
         count = await self.pool.fetchval("SELECT COUNT(*) FROM session_keys")
@@ -247,18 +256,19 @@ class PostgresStore:
     # -- writes -----------------------------------------------------------------
 
     async def create_key(
-        self, key: str, owner: str, session_id: str, now: datetime
+        self, key: KeyRef, session_id: str, now: datetime
     ) -> tuple[SessionKeyRecord, Segment]:
+        stored = key.storage_id
         at = utc(now)
         async with self.transaction(key=key) as db:
-            if await db.fetchval("SELECT 1 FROM session_keys WHERE key = $1", key):
-                raise KeyExists(f"session key {key!r} already exists")
-            await insert_segment(db, session_id, key, at, (), (), None)
+            if await db.fetchval("SELECT 1 FROM session_keys WHERE key = $1", stored):
+                raise KeyExists(f"session key {key.name!r} already exists")
+            await insert_segment(db, session_id, stored, at, (), (), None)
             row = await db.fetchrow(
                 "INSERT INTO session_keys (key, owner, latest_session_id, created_at)"
                 f" VALUES ($1, $2, $3, $4) RETURNING {KEY_COLUMNS}",
-                key,
-                owner,
+                stored,
+                key.owner,
                 session_id,
                 at,
             )
@@ -268,7 +278,7 @@ class PostgresStore:
 
     async def rotate(
         self,
-        key: str,
+        key: KeyRef,
         *,
         expected_latest: str,
         new_session_id: str,
@@ -279,6 +289,7 @@ class PostgresStore:
         continues: Sequence[str] = (),
         extra_parents: Sequence[str] = (),
     ) -> tuple[Segment, RotationRecord]:
+        stored = key.storage_id
         at = utc(now)
         record = RotationRecord(
             key,
@@ -296,13 +307,13 @@ class PostgresStore:
             await db.execute(
                 "UPDATE segments SET archived_at = $1 WHERE session_id = $2", at, expected_latest
             )
-            await insert_segment(db, new_session_id, key, at, parents, tuple(continues), reason)
+            await insert_segment(db, new_session_id, stored, at, parents, tuple(continues), reason)
             await db.execute(
                 "UPDATE session_keys SET latest_session_id = $1,"
                 " last_semantic_rotation_at = CASE WHEN $3 THEN $4"
                 " ELSE last_semantic_rotation_at END WHERE key = $2",
                 new_session_id,
-                key,
+                stored,
                 reason is RotationReason.SEMANTIC,
                 at,
             )
@@ -311,7 +322,7 @@ class PostgresStore:
         return segment, record
 
     async def clear_in_place(
-        self, key: str, *, expected_latest: str, reason: RotationReason, now: datetime
+        self, key: KeyRef, *, expected_latest: str, reason: RotationReason, now: datetime
     ) -> tuple[Segment, RotationRecord]:
         at = utc(now)
         record = RotationRecord(key, expected_latest, expected_latest, reason, at, in_place=True)
@@ -349,56 +360,63 @@ class PostgresStore:
             raise SegmentNotFound(f"no segment {session_id}")
         return Message(session_id, seq, role, content, status, at, metadata or {})
 
-    async def set_overrides(self, key: str, overrides: dict[str, Any]) -> SessionKeyRecord:
+    async def set_overrides(self, key: KeyRef, overrides: dict[str, Any]) -> SessionKeyRecord:
+        stored = key.storage_id
         async with self.transaction(single_statement=True) as db:
             row = await db.fetchrow(
                 f"UPDATE session_keys SET overrides = $1 WHERE key = $2 RETURNING {KEY_COLUMNS}",
                 dumps(overrides),
-                key,
+                stored,
             )
         if row is None:
-            raise SessionNotFound(f"no session with key {key!r}")
+            raise SessionNotFound(f"no session with key {key.name!r}")
         return key_record(row)
 
-    async def delete_key(self, key: str) -> None:
+    async def delete_key(self, key: KeyRef) -> None:
+        stored = key.storage_id
         async with self.transaction() as db:
-            if not await db.fetchval("SELECT 1 FROM session_keys WHERE key = $1 FOR UPDATE", key):
-                raise SessionNotFound(f"no session with key {key!r}")
+            if not await db.fetchval(
+                "SELECT 1 FROM session_keys WHERE key = $1 FOR UPDATE", stored
+            ):
+                raise SessionNotFound(f"no session with key {key.name!r}")
             # Lock the chain's rows first, so an append racing the erasure waits and then
             # finds no segment, instead of landing a message in a chain being removed.
-            await db.execute("SELECT 1 FROM segments WHERE key = $1 FOR UPDATE", key)
-            await db.execute("INSERT INTO erasures (key) VALUES ($1)", key)
+            await db.execute("SELECT 1 FROM segments WHERE key = $1 FOR UPDATE", stored)
+            await db.execute("INSERT INTO erasures (key) VALUES ($1)", stored)
             await db.execute(
                 "DELETE FROM messages WHERE segment_id IN"
                 " (SELECT session_id FROM segments WHERE key = $1)",
-                key,
+                stored,
             )
-            await db.execute("DELETE FROM rotations WHERE key = $1", key)
-            await db.execute("DELETE FROM session_keys WHERE key = $1", key)
-            await db.execute("DELETE FROM segments WHERE key = $1", key)
-            await db.execute("DELETE FROM erasures WHERE key = $1", key)
-            await notify_key_changed(db, key)
+            await db.execute("DELETE FROM rotations WHERE key = $1", stored)
+            await db.execute("DELETE FROM session_keys WHERE key = $1", stored)
+            await db.execute("DELETE FROM segments WHERE key = $1", stored)
+            await db.execute("DELETE FROM erasures WHERE key = $1", stored)
+            await notify_key_changed(db, stored)
 
-    async def export_chain(self, key: str) -> ChainRecords:
+    async def export_chain(self, key: KeyRef) -> ChainRecords:
+        stored = key.storage_id
         # One repeatable-read transaction, so the export is a consistent snapshot.
         async with (
             self.pool.acquire() as db,
             db.transaction(isolation="repeatable_read", readonly=True),
         ):
-            row = await db.fetchrow(f"SELECT {KEY_COLUMNS} FROM session_keys WHERE key = $1", key)
+            row = await db.fetchrow(
+                f"SELECT {KEY_COLUMNS} FROM session_keys WHERE key = $1", stored
+            )
             if row is None:
-                raise SessionNotFound(f"no session with key {key!r}")
+                raise SessionNotFound(f"no session with key {key.name!r}")
             segments = await db.fetch(
-                f"SELECT {SEGMENT_COLUMNS} {SEGMENT_FROM} WHERE s.key = $1 ORDER BY s.pos", key
+                f"SELECT {SEGMENT_COLUMNS} {SEGMENT_FROM} WHERE s.key = $1 ORDER BY s.pos", stored
             )
             messages = await db.fetch(
                 "SELECT m.segment_id, m.seq, m.role, m.content, m.status, m.metadata,"
                 " m.created_at FROM messages m JOIN segments s ON s.session_id = m.segment_id"
                 " WHERE s.key = $1 ORDER BY s.pos, m.seq",
-                key,
+                stored,
             )
             rotations = await db.fetch(
-                f"SELECT {ROTATION_COLUMNS} FROM rotations WHERE key = $1 ORDER BY id", key
+                f"SELECT {ROTATION_COLUMNS} FROM rotations WHERE key = $1 ORDER BY id", stored
             )
         return ChainRecords(
             key_record(row),
@@ -407,10 +425,14 @@ class PostgresStore:
             [rotation_from_row(r) for r in rotations],
         )
 
-    async def import_chain(self, records: ChainRecords) -> None:
-        async with self.transaction(key=records.key.key) as db:
-            await replay_chain(db, records)
-            await notify_key_changed(db, records.key.key)
+    async def import_chain(
+        self, records: ChainRecords, new_session_id: Callable[[], str]
+    ) -> ChainRecords:
+        key = records.key.ref
+        async with self.transaction(key=key) as db:
+            written = await replay_chain(db, records, new_session_id)
+            await notify_key_changed(db, key.storage_id)
+        return written
 
     async def stop(self) -> None:
         """Close both pools. The store may be started again (on another event loop)."""

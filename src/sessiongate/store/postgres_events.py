@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
+from sessiongate.core.keys import KeyRef
+
 if TYPE_CHECKING:
     from sessiongate.store.postgres_rows import Connection
 
 CHANNEL = "sessiongate_key_changed"
 #: Called with the key that changed, or None when changes may have been missed (the
 #: listening connection dropped): then everything remembered must be forgotten.
-KeyChanged = Callable[[str | None], None]
+KeyChanged = Callable[[KeyRef | None], None]
 
 log = logging.getLogger("sessiongate.store")
 
@@ -64,12 +66,13 @@ class KeyChangeListener:
             with contextlib.suppress(Exception):
                 await conn.close()
 
-    def _emit(self, key: str | None) -> None:
+    def _emit(self, key: KeyRef | None) -> None:
         for callback in self.callbacks:
             callback(key)
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
-        self._emit(str(payload))
+        # The payload is the key's stored form, `owner/name`.
+        self._emit(KeyRef.from_storage_id(str(payload)))
 
     def _on_terminated(self, _conn: object) -> None:
         log.warning("the LISTEN connection to PostgreSQL dropped; forgetting cached context")

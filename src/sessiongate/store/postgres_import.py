@@ -3,37 +3,41 @@ trigger that guards the live database also guards an import (as the SQLite impor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sessiongate.core.segments import Message, Segment
-from sessiongate.errors import Conflict, KeyExists
-from sessiongate.store.exchange import ChainRecords
+from sessiongate.errors import KeyExists
+from sessiongate.store.exchange import ChainRecords, remap_session_ids
 from sessiongate.store.postgres_rows import dumps, insert_rotation, insert_segment, utc
 
 if TYPE_CHECKING:
     from sessiongate.store.postgres_rows import Connection
 
 
-async def replay_chain(db: Connection, records: ChainRecords) -> None:
-    """Insert a validated chain; the caller owns the transaction."""
+async def replay_chain(
+    db: Connection, records: ChainRecords, new_session_id: Callable[[], str]
+) -> ChainRecords:
+    """Insert a validated chain and return it as written (segment ids already in use get
+    fresh ones); the caller owns the transaction."""
     k = records.key
+    stored = k.ref.storage_id
+    if await db.fetchval("SELECT 1 FROM session_keys WHERE key = $1", stored):
+        raise KeyExists(f"session key {k.key!r} already exists")
+    taken = await db.fetch(
+        "SELECT session_id FROM segments WHERE session_id = ANY ($1::text[])",
+        [s.session_id for s in records.segments],
+    )
+    records = remap_session_ids(records, {row[0] for row in taken}, new_session_id)
     by_segment: dict[str, list[Message]] = {}
     for m in records.messages:
         by_segment.setdefault(m.session_id, []).append(m)
-    if await db.fetchval("SELECT 1 FROM session_keys WHERE key = $1", k.key):
-        raise KeyExists(f"session key {k.key!r} already exists")
-    clash = await db.fetchval(
-        "SELECT session_id FROM segments WHERE session_id = ANY ($1::text[]) LIMIT 1",
-        [s.session_id for s in records.segments],
-    )
-    if clash:
-        raise Conflict(f"segment {clash} already exists under another key")
     previous: Segment | None = None
     for seg in records.segments:
         await insert_segment(
             db,
             seg.session_id,
-            k.key,
+            stored,
             seg.created_at,
             seg.parent_ids,
             seg.continues,
@@ -43,7 +47,7 @@ async def replay_chain(db: Connection, records: ChainRecords) -> None:
             await db.execute(
                 "INSERT INTO session_keys (key, owner, latest_session_id, created_at,"
                 " overrides, last_semantic_rotation_at) VALUES ($1, $2, $3, $4, $5, $6)",
-                k.key,
+                stored,
                 k.owner,
                 seg.session_id,
                 utc(k.created_at),
@@ -60,7 +64,7 @@ async def replay_chain(db: Connection, records: ChainRecords) -> None:
             await db.execute(
                 "UPDATE session_keys SET latest_session_id = $1 WHERE key = $2",
                 seg.session_id,
-                k.key,
+                stored,
             )
         messages = by_segment.get(seg.session_id, [])
         if messages:
@@ -92,3 +96,4 @@ async def replay_chain(db: Connection, records: ChainRecords) -> None:
         previous = seg
     for rotation in records.rotations:
         await insert_rotation(db, rotation)
+    return records

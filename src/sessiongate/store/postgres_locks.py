@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from sessiongate.service.locks import KeyLocks
+from sessiongate.core.keys import KeyRef
+from sessiongate.store.locks import KeyLocks
 
 if TYPE_CHECKING:
     from sessiongate.store.postgres_rows import Connection, Pool
@@ -40,9 +41,10 @@ class PostgresKeyLocks(KeyLocks):
         return self._pool() if callable(self._pool) else self._pool
 
     @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        async with super().hold(key):
-            ident = lock_id(key)
+    async def hold(self, ref: KeyRef) -> AsyncIterator[None]:
+        async with super().hold(ref):
+            # The owner is part of the hashed text: two users' `notes` take two locks.
+            ident = lock_id(ref.storage_id)
             pool = self._get_pool()
             conn = await pool.acquire()
             try:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import asyncpg
 
 from sessiongate.config import redact_url
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import (
     Message,
     MessageStatus,
@@ -97,17 +98,17 @@ def violated(exc: asyncpg.PostgresError, constraint: str) -> bool:
     )
 
 
-async def check_latest(db: Connection, key: str, expected: str) -> None:
+async def check_latest(db: Connection, key: KeyRef, expected: str) -> None:
     """Lock the key row (rotations of one key serialise here, across processes) and check
     that its latest segment is still `expected`."""
     current = await db.fetchval(
-        "SELECT latest_session_id FROM session_keys WHERE key = $1 FOR UPDATE", key
+        "SELECT latest_session_id FROM session_keys WHERE key = $1 FOR UPDATE", key.storage_id
     )
     if current is None:
-        raise SessionNotFound(f"no session with key {key!r}")
+        raise SessionNotFound(f"no session with key {key.name!r}")
     if current != expected:
         raise Conflict(
-            f"latest segment of {key!r} is {current}, not {expected}", code="latest_moved"
+            f"latest segment of {key.name!r} is {current}, not {expected}", code="latest_moved"
         )
 
 
@@ -137,7 +138,7 @@ async def insert_rotation(db: Connection, r: RotationRecord) -> None:
     await db.execute(
         "INSERT INTO rotations (key, from_session_id, to_session_id, reason, at, confidence,"
         " deciding_model, in_place) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        r.key,
+        r.key.storage_id,
         r.from_session_id,
         r.to_session_id,
         r.reason.value,
@@ -150,7 +151,7 @@ async def insert_rotation(db: Connection, r: RotationRecord) -> None:
 
 def key_record(row: asyncpg.Record) -> SessionKeyRecord:
     return SessionKeyRecord(
-        key=row[0],
+        key=KeyRef.from_storage_id(row[0]).name,
         owner=row[1],
         latest_session_id=row[2],
         created_at=row[3],
@@ -162,7 +163,7 @@ def key_record(row: asyncpg.Record) -> SessionKeyRecord:
 def segment_from_row(row: asyncpg.Record) -> Segment:
     return Segment(
         session_id=row[0],
-        key=row[1],
+        key=KeyRef.from_storage_id(row[1]),
         status=SegmentStatus.LATEST if row[11] else SegmentStatus.ARCHIVED,
         created_at=row[2],
         archived_at=row[3],
@@ -191,7 +192,7 @@ def message_from_row(row: asyncpg.Record) -> Message:
 
 def rotation_from_row(row: asyncpg.Record) -> RotationRecord:
     return RotationRecord(
-        key=row[0],
+        key=KeyRef.from_storage_id(row[0]),
         from_session_id=row[1],
         to_session_id=row[2],
         reason=RotationReason(row[3]),

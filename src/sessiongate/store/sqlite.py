@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import (
     KeySummary,
     Message,
@@ -109,11 +110,11 @@ class SQLiteStore:
 
     # -- reads ------------------------------------------------------------------
 
-    async def get_key(self, key: str) -> SessionKeyRecord | None:
+    async def get_key(self, key: KeyRef) -> SessionKeyRecord | None:
         row = self._conn.execute(
             "SELECT key, owner, latest_session_id, created_at, overrides,"
             " last_semantic_rotation_at FROM session_keys WHERE key = ?",
-            (key,),
+            (key.storage_id,),
         ).fetchone()
         return None if row is None else key_record(row)
 
@@ -123,20 +124,20 @@ class SQLiteStore:
         ).fetchone()
         return None if row is None else segment_from_row(row)
 
-    async def latest_segment(self, key: str) -> Segment:
+    async def latest_segment(self, key: KeyRef) -> Segment:
         row = self._conn.execute(
             f"SELECT {SEGMENT_COLUMNS} FROM session_keys k"
             " JOIN segments s ON s.session_id = k.latest_session_id WHERE k.key = ?",
-            (key,),
+            (key.storage_id,),
         ).fetchone()
         if row is None:
             raise SessionNotFound(f"no session with key {key!r}")
         return segment_from_row(row)
 
-    async def chain(self, key: str) -> list[Segment]:
+    async def chain(self, key: KeyRef) -> list[Segment]:
         rows = self._conn.execute(
             f"SELECT {SEGMENT_COLUMNS} {SEGMENT_FROM} WHERE s.key = ? ORDER BY s.rowid",
-            (key,),
+            (key.storage_id,),
         ).fetchall()
         return [segment_from_row(r) for r in rows]
 
@@ -183,17 +184,17 @@ class SQLiteStore:
         ).fetchall()
         return [message_from_row(r) for r in rows]
 
-    async def rotations(self, key: str) -> list[RotationRecord]:
+    async def rotations(self, key: KeyRef) -> list[RotationRecord]:
         rows = self._conn.execute(
             "SELECT key, from_session_id, to_session_id, reason, at, confidence,"
             " deciding_model, in_place FROM rotations WHERE key = ? ORDER BY id",
-            (key,),
+            (key.storage_id,),
         ).fetchall()
         return [rotation_from_row(r) for r in rows]
 
     async def recall(
         self,
-        key: str,
+        key: KeyRef,
         query: str,
         *,
         rationale: str,
@@ -213,7 +214,7 @@ class SQLiteStore:
             f" AND s.session_id != k.latest_session_id"
             f" AND s.session_id NOT IN ({placeholders})"
             f" ORDER BY rank, m.id LIMIT ?",
-            (match, key, *excluded, limit),
+            (match, key.storage_id, *excluded, limit),
         ).fetchall()
         return [
             recall_fragment(
@@ -234,7 +235,7 @@ class SQLiteStore:
             params = (owner,)
         sql += " GROUP BY k.key ORDER BY MAX(s.last_activity_at) DESC, k.key"
         return [
-            KeySummary(r[0], r[1], r[2], r[3], r[4], from_micros(r[5]))
+            KeySummary(KeyRef.from_storage_id(r[0]).name, r[1], r[2], r[3], r[4], from_micros(r[5]))
             for r in self._conn.execute(sql, params)
         ]
 
@@ -244,17 +245,18 @@ class SQLiteStore:
     # -- writes -----------------------------------------------------------------
 
     async def create_key(
-        self, key: str, owner: str, session_id: str, now: datetime
+        self, key: KeyRef, session_id: str, now: datetime
     ) -> tuple[SessionKeyRecord, Segment]:
         at = to_micros(now)
+        stored = key.storage_id
         with self.transaction() as db:
-            if db.execute("SELECT 1 FROM session_keys WHERE key = ?", (key,)).fetchone():
-                raise KeyExists(f"session key {key!r} already exists")
-            insert_segment(db, session_id, key, at, (), (), None)
+            if db.execute("SELECT 1 FROM session_keys WHERE key = ?", (stored,)).fetchone():
+                raise KeyExists(f"session key {key.name!r} already exists")
+            insert_segment(db, session_id, stored, at, (), (), None)
             db.execute(
                 "INSERT INTO session_keys (key, owner, latest_session_id, created_at)"
                 " VALUES (?, ?, ?, ?)",
-                (key, owner, session_id, at),
+                (stored, key.owner, session_id, at),
             )
         record = await self.get_key(key)
         segment = await self.get_segment(session_id)
@@ -263,7 +265,7 @@ class SQLiteStore:
 
     async def rotate(
         self,
-        key: str,
+        key: KeyRef,
         *,
         expected_latest: str,
         new_session_id: str,
@@ -275,6 +277,7 @@ class SQLiteStore:
         extra_parents: Sequence[str] = (),
     ) -> tuple[Segment, RotationRecord]:
         at = to_micros(now)
+        stored = key.storage_id
         with self.transaction() as db:
             check_latest(db, key, expected_latest)
             parents = (expected_latest, *extra_parents)
@@ -282,15 +285,15 @@ class SQLiteStore:
                 "UPDATE segments SET archived_at = ? WHERE session_id = ?",
                 (at, expected_latest),
             )
-            insert_segment(db, new_session_id, key, at, parents, tuple(continues), reason)
+            insert_segment(db, new_session_id, stored, at, parents, tuple(continues), reason)
             db.execute(
                 "UPDATE session_keys SET latest_session_id = ? WHERE key = ?",
-                (new_session_id, key),
+                (new_session_id, stored),
             )
             if reason is RotationReason.SEMANTIC:
                 db.execute(
                     "UPDATE session_keys SET last_semantic_rotation_at = ? WHERE key = ?",
-                    (at, key),
+                    (at, stored),
                 )
             record = RotationRecord(
                 key,
@@ -306,7 +309,7 @@ class SQLiteStore:
         return self._segment_sync(new_session_id), record
 
     async def clear_in_place(
-        self, key: str, *, expected_latest: str, reason: RotationReason, now: datetime
+        self, key: KeyRef, *, expected_latest: str, reason: RotationReason, now: datetime
     ) -> tuple[Segment, RotationRecord]:
         at = to_micros(now)
         with self.transaction() as db:
@@ -353,39 +356,41 @@ class SQLiteStore:
             )
         return Message(session_id, seq, role, content, status, from_micros(at), metadata or {})
 
-    async def set_overrides(self, key: str, overrides: dict[str, Any]) -> SessionKeyRecord:
+    async def set_overrides(self, key: KeyRef, overrides: dict[str, Any]) -> SessionKeyRecord:
         with self.transaction() as db:
             cursor = db.execute(
-                "UPDATE session_keys SET overrides = ? WHERE key = ?", (dumps(overrides), key)
+                "UPDATE session_keys SET overrides = ? WHERE key = ?",
+                (dumps(overrides), key.storage_id),
             )
             if cursor.rowcount == 0:
-                raise SessionNotFound(f"no session with key {key!r}")
+                raise SessionNotFound(f"no session with key {key.name!r}")
         record = await self.get_key(key)
         assert record is not None
         return record
 
-    async def delete_key(self, key: str) -> None:
+    async def delete_key(self, key: KeyRef) -> None:
+        stored = key.storage_id
         with self.transaction() as db:
-            if not db.execute("SELECT 1 FROM session_keys WHERE key = ?", (key,)).fetchone():
-                raise SessionNotFound(f"no session with key {key!r}")
-            db.execute("INSERT INTO erasures (key) VALUES (?)", (key,))
+            if not db.execute("SELECT 1 FROM session_keys WHERE key = ?", (stored,)).fetchone():
+                raise SessionNotFound(f"no session with key {key.name!r}")
+            db.execute("INSERT INTO erasures (key) VALUES (?)", (stored,))
             db.execute(
                 "DELETE FROM messages WHERE segment_id IN"
                 " (SELECT session_id FROM segments WHERE key = ?)",
-                (key,),
+                (stored,),
             )
-            db.execute("DELETE FROM rotations WHERE key = ?", (key,))
-            db.execute("DELETE FROM session_keys WHERE key = ?", (key,))
-            db.execute("DELETE FROM segments WHERE key = ?", (key,))
-            db.execute("DELETE FROM erasures WHERE key = ?", (key,))
+            db.execute("DELETE FROM rotations WHERE key = ?", (stored,))
+            db.execute("DELETE FROM session_keys WHERE key = ?", (stored,))
+            db.execute("DELETE FROM segments WHERE key = ?", (stored,))
+            db.execute("DELETE FROM erasures WHERE key = ?", (stored,))
 
-    async def export_chain(self, key: str) -> ChainRecords:
+    async def export_chain(self, key: KeyRef) -> ChainRecords:
         # One read transaction so the export is a consistent snapshot.
         self._conn.execute("BEGIN")
         try:
             record = await self.get_key(key)
             if record is None:
-                raise SessionNotFound(f"no session with key {key!r}")
+                raise SessionNotFound(f"no session with key {key.name!r}")
             segments = await self.chain(key)
             messages = [
                 message_from_row(r)
@@ -394,7 +399,7 @@ class SQLiteStore:
                     " m.created_at FROM messages m"
                     " JOIN segments s ON s.session_id = m.segment_id"
                     " WHERE s.key = ? ORDER BY s.rowid, m.seq",
-                    (key,),
+                    (key.storage_id,),
                 )
             ]
             rotations = await self.rotations(key)
@@ -402,15 +407,17 @@ class SQLiteStore:
             self._conn.execute("COMMIT")
         return ChainRecords(record, segments, messages, rotations)
 
-    async def import_chain(self, records: ChainRecords) -> None:
+    async def import_chain(
+        self, records: ChainRecords, new_session_id: Callable[[], str]
+    ) -> ChainRecords:
         with self.transaction() as db:
-            replay_chain(db, records)
+            return replay_chain(db, records, new_session_id)
 
     async def integrity_check(self) -> str:
         row = self._conn.execute("PRAGMA integrity_check").fetchone()
         return str(row[0])
 
-    def on_key_changed(self, callback: Callable[[str | None], None]) -> None:
+    def on_key_changed(self, callback: Callable[[KeyRef | None], None]) -> None:
         """One process owns a SQLite file, so no other process changes keys under it."""
 
     async def close(self) -> None:

@@ -4,34 +4,41 @@ trigger that guards the live database also guards an import."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from sessiongate.core.segments import Message, Segment
-from sessiongate.errors import Conflict, KeyExists
-from sessiongate.store.exchange import ChainRecords
+from sessiongate.errors import KeyExists
+from sessiongate.store.exchange import ChainRecords, remap_session_ids
 from sessiongate.store.sqlite_rows import dumps, insert_rotation, insert_segment, to_micros
 
 
-def replay_chain(db: sqlite3.Connection, records: ChainRecords) -> None:
-    """Insert a validated chain; the caller owns the transaction."""
+def replay_chain(
+    db: sqlite3.Connection, records: ChainRecords, new_session_id: Callable[[], str]
+) -> ChainRecords:
+    """Insert a validated chain and return it as written (segment ids already in use get
+    fresh ones); the caller owns the transaction."""
     k = records.key
+    stored = k.ref.storage_id
+    if db.execute("SELECT 1 FROM session_keys WHERE key = ?", (stored,)).fetchone():
+        raise KeyExists(f"session key {k.key!r} already exists")
+    taken = {
+        row[0]
+        for row in db.execute(
+            f"SELECT session_id FROM segments WHERE session_id IN"
+            f" ({','.join('?' for _ in records.segments)})",
+            [s.session_id for s in records.segments],
+        )
+    }
+    records = remap_session_ids(records, taken, new_session_id)
     by_segment: dict[str, list[Message]] = {}
     for m in records.messages:
         by_segment.setdefault(m.session_id, []).append(m)
-    if db.execute("SELECT 1 FROM session_keys WHERE key = ?", (k.key,)).fetchone():
-        raise KeyExists(f"session key {k.key!r} already exists")
-    clash = db.execute(
-        f"SELECT session_id FROM segments WHERE session_id IN"
-        f" ({','.join('?' for _ in records.segments)})",
-        [s.session_id for s in records.segments],
-    ).fetchone()
-    if clash:
-        raise Conflict(f"segment {clash[0]} already exists under another key")
     previous: Segment | None = None
     for seg in records.segments:
         insert_segment(
             db,
             seg.session_id,
-            k.key,
+            stored,
             to_micros(seg.created_at),
             seg.parent_ids,
             seg.continues,
@@ -42,7 +49,7 @@ def replay_chain(db: sqlite3.Connection, records: ChainRecords) -> None:
                 "INSERT INTO session_keys (key, owner, latest_session_id, created_at,"
                 " overrides, last_semantic_rotation_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (
-                    k.key,
+                    stored,
                     k.owner,
                     seg.session_id,
                     to_micros(k.created_at),
@@ -60,7 +67,7 @@ def replay_chain(db: sqlite3.Connection, records: ChainRecords) -> None:
             )
             db.execute(
                 "UPDATE session_keys SET latest_session_id = ? WHERE key = ?",
-                (seg.session_id, k.key),
+                (seg.session_id, stored),
             )
         db.executemany(
             "INSERT INTO messages (segment_id, seq, role, content, status, metadata,"
@@ -92,3 +99,4 @@ def replay_chain(db: sqlite3.Connection, records: ChainRecords) -> None:
         previous = seg
     for rotation in records.rotations:
         insert_rotation(db, rotation)
+    return records

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import (
     Message,
     MessageStatus,
@@ -60,13 +61,15 @@ def translate(exc: sqlite3.IntegrityError) -> Exception:
     return Conflict(f"the store refused the write: {text}")
 
 
-def check_latest(db: sqlite3.Connection, key: str, expected: str) -> None:
-    row = db.execute("SELECT latest_session_id FROM session_keys WHERE key = ?", (key,)).fetchone()
+def check_latest(db: sqlite3.Connection, key: KeyRef, expected: str) -> None:
+    row = db.execute(
+        "SELECT latest_session_id FROM session_keys WHERE key = ?", (key.storage_id,)
+    ).fetchone()
     if row is None:
-        raise SessionNotFound(f"no session with key {key!r}")
+        raise SessionNotFound(f"no session with key {key.name!r}")
     if row[0] != expected:
         raise Conflict(
-            f"latest segment of {key!r} is {row[0]}, not {expected}", code="latest_moved"
+            f"latest segment of {key.name!r} is {row[0]}, not {expected}", code="latest_moved"
         )
 
 
@@ -101,7 +104,7 @@ def insert_rotation(db: sqlite3.Connection, r: RotationRecord) -> None:
         "INSERT INTO rotations (key, from_session_id, to_session_id, reason, at, confidence,"
         " deciding_model, in_place) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            r.key,
+            r.key.storage_id,
             r.from_session_id,
             r.to_session_id,
             r.reason.value,
@@ -115,7 +118,7 @@ def insert_rotation(db: sqlite3.Connection, r: RotationRecord) -> None:
 
 def key_record(row: sqlite3.Row | tuple[Any, ...]) -> SessionKeyRecord:
     return SessionKeyRecord(
-        key=row[0],
+        key=KeyRef.from_storage_id(row[0]).name,
         owner=row[1],
         latest_session_id=row[2],
         created_at=from_micros(row[3]),
@@ -127,7 +130,7 @@ def key_record(row: sqlite3.Row | tuple[Any, ...]) -> SessionKeyRecord:
 def segment_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Segment:
     return Segment(
         session_id=row[0],
-        key=row[1],
+        key=KeyRef.from_storage_id(row[1]),
         status=SegmentStatus.LATEST if row[11] else SegmentStatus.ARCHIVED,
         created_at=from_micros(row[2]),
         archived_at=opt_micros(row[3]),
@@ -156,7 +159,7 @@ def message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
 
 def rotation_from_row(row: sqlite3.Row | tuple[Any, ...]) -> RotationRecord:
     return RotationRecord(
-        key=row[0],
+        key=KeyRef.from_storage_id(row[0]),
         from_session_id=row[1],
         to_session_id=row[2],
         reason=RotationReason(row[3]),

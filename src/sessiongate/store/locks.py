@@ -1,10 +1,15 @@
-"""Per-key serialisation: one queue per session key, no lock held for idle keys."""
+"""Per-key serialisation: one queue per session key, no lock held for idle keys.
+
+Locks belong with the store: which lock serialises a key across processes depends on the
+database (in-process for SQLite; PostgreSQL advisory locks in postgres_locks.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+
+from sessiongate.core.keys import KeyRef
 
 
 class KeyLocks:
@@ -16,7 +21,9 @@ class KeyLocks:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
+    async def hold(self, ref: KeyRef) -> AsyncIterator[None]:
+        # Keyed by owner and name: two users' `notes` never wait on each other.
+        key = ref.storage_id
         lock, users = self._locks.get(key, (None, 0))
         if lock is None:
             lock = asyncio.Lock()

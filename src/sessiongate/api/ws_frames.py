@@ -1,0 +1,53 @@
+"""Checking one WebSocket text frame before it may become a turn: size, JSON, nesting.
+
+Each failure has its own code, answered in an error frame while the socket stays open.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def parse_frame(text: str, *, max_bytes: int, max_depth: int) -> dict[str, Any]:
+    """The frame as a JSON object, or FrameError."""
+    # Characters first (free), bytes only when it could matter.
+    if len(text) > max_bytes or (len(text) * 4 > max_bytes and len(text.encode()) > max_bytes):
+        raise FrameError("frame_too_large", f"a frame may hold at most {max_bytes} bytes")
+    try:
+        # orjson refuses nesting past 1024 levels itself, without recursing in Python.
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise FrameError("invalid_json", "Invalid message format") from None
+    if not isinstance(data, dict):
+        raise FrameError("invalid_frame", "a message frame is a JSON object")
+    if json_depth(data) > max_depth:
+        raise FrameError("frame_too_deep", f"a frame may nest at most {max_depth} levels")
+    return data
+
+
+def json_depth(value: Any) -> int:
+    """How deeply objects and arrays nest (a scalar is 0, `{}` is 1); iterative, so no
+    input can exhaust the stack."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        pending.extend((child, depth) for child in children)
+    return deepest
