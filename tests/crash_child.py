@@ -19,12 +19,14 @@ from pathlib import Path
 
 from sessiongate.config import Settings
 from sessiongate.core.clock import ManualClock
+from sessiongate.core.keys import KeyRef
 from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
 from sessiongate.service.engine import build_engine
 from sessiongate.service.sessions import Caller
 from sessiongate.service.turns import InboundTurn
 
 KEY = "chat:alice"
+REF = KeyRef("alice", KEY)
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 FINAL = "final question"
 
@@ -65,7 +67,7 @@ async def main(data_dir: Path, ready: Path, turns: int) -> None:
 
     handle = engine.turns.start_turn(InboundTurn(KEY, caller, FINAL))
     await asyncio.wait_for(model.hanging.wait(), 30)
-    latest = await engine.store.latest_segment(KEY)
+    latest = await engine.store.latest_segment(REF)
     last = (await engine.store.list_messages(latest.session_id, limit=1000))[-1]
     assert (last.role.value, last.content) == ("user", FINAL), last
     assert handle.task is not None and not handle.task.done()  # the turn is mid-reply

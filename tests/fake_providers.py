@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from sessiongate.config import Settings
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.errors import ModelError
 from sessiongate.models.base import ReplyModel, TextDelta, Usage, WireMessage
@@ -314,7 +315,7 @@ def engine_for(tmp_path: Path, model: dict[str, Any]) -> Engine:
 
 async def assistant_message(engine: Engine, key: str = "chat:alice") -> tuple[str, dict[str, Any]]:
     """The one assistant message of the key's latest segment: content and metadata."""
-    segment = await engine.store.latest_segment(key)
+    segment = await engine.store.latest_segment(KeyRef("alice", key))
     messages = await engine.store.list_messages(segment.session_id)
     (reply,) = [m for m in messages if m.role is Role.ASSISTANT]
     return reply.content, reply.metadata

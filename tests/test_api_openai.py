@@ -4,7 +4,6 @@ official `openai` SDK against a real gateway on loopback."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

@@ -242,7 +242,10 @@ def test_list_shows_only_own_keys_unless_admin(gw: Gateway, client: httpx.Client
     bob_keys = {
         s["key"] for s in client.get("/v1/sessions", headers=gw.auth("bob")).json()["sessions"]
     }
-    assert "own:bob" in bob_keys and all(not k.startswith("matrix:") for k in bob_keys)
+    assert "own:bob" in bob_keys
+    listed = client.get("/v1/sessions", headers=gw.auth("bob")).json()["sessions"]
+    assert {s["owner"] for s in listed} == {"bob"}
+    assert "secret" not in json.dumps(listed)
     admin = {
         s["key"] for s in client.get("/v1/sessions", headers=gw.auth("root")).json()["sessions"]
     }
@@ -342,7 +345,10 @@ def test_metrics_count_turns_and_rotations(gw: Gateway, client: httpx.Client) ->
         "/v1/sessions/metrics:k/messages", json={"content": "a", "stream": False}, headers=h
     )
     client.post("/v1/sessions/metrics:k/new", headers=h)
-    text = client.get("/metrics", headers=h).text
+    # Counts by agent and key say who is active: admins only (or the scraper's token).
+    refused = client.get("/metrics", headers=h)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+    text = client.get("/metrics", headers=gw.auth("root")).text
     assert 'sessiongate_turns_total{agent="main",outcome="complete"}' in text
     assert 'sessiongate_rotations_total{reason="manual"}' in text
     assert "sessiongate_model_first_token_seconds_bucket" in text

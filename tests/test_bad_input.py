@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sessiongate.core.keys import validate_session_key
+from sessiongate.core.keys import KeyRef, validate_session_key
 from sessiongate.errors import (
     ContentTooLarge,
+    Forbidden,
     InvalidContent,
     InvalidInput,
     InvalidSessionId,
@@ -131,17 +132,27 @@ async def test_unknown_and_foreign_keys_look_the_same(engine: Engine) -> None:
             await op
         # Word for word what a key that never existed gets: nothing reveals the owner.
         assert info.value.message == f"no session with key {key!r}"
-    # Bob cannot write into Alice's key either, and Alice's data is untouched.
+    # Bob's turn on that name lands in his own namespace; Alice's data is untouched.
     events = await collect(engine, "bob was here", caller=BOB)
-    assert events[-1].type == "error"
-    assert events[-1].code == "session_not_found"
+    assert events[-1].type == "end"
+    assert "secret" not in " ".join(str(e) for e in events)
     assert (await engine.sessions.show("chat:alice", ALICE)).latest.message_count == 2
+    assert (await engine.sessions.show("chat:alice", BOB)).key.owner == "bob"
 
 
 async def test_admin_reads_but_does_not_write_foreign_keys(engine: Engine) -> None:
     await collect(engine, "hello")
     admin = Caller("root", admin=True)
-    assert (await engine.sessions.show("chat:alice", admin)).key.owner == "alice"
+    assert (await engine.sessions.show("chat:alice", admin, owner="alice")).key.owner == "alice"
+    # Without owner= the admin names a key of their own, which does not exist.
+    with pytest.raises(SessionNotFound):
+        await engine.sessions.show("chat:alice", admin)
+    with pytest.raises(Forbidden) as refused:
+        admin.key("chat:alice", owner="alice", write=True)
+    assert refused.value.code == "admin_read_only"
+    with pytest.raises(Forbidden) as refused:
+        await engine.sessions.show("chat:alice", BOB, owner="alice")
+    assert refused.value.code == "owner_not_allowed"
     with pytest.raises(SessionNotFound):
         await engine.sessions.revert("chat:alice", admin)
 
@@ -162,4 +173,4 @@ async def test_revert_without_semantic_rotation_is_a_conflict(engine: Engine) ->
     await collect(engine, "/new")
     with pytest.raises(NothingToRevert):
         await engine.sessions.revert("chat:alice", ALICE)
-    assert len(await engine.store.chain("chat:alice")) == 2
+    assert len(await engine.store.chain(KeyRef("alice", "chat:alice"))) == 2

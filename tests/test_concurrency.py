@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sessiongate.core.clock import ManualClock
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Message, Role
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.turns import InboundTurn, TurnHandle
@@ -46,14 +47,14 @@ async def engine(
 
 async def all_messages(engine: Engine, key: str) -> list[Message]:
     out: list[Message] = []
-    for segment in await engine.store.chain(key):
+    for segment in await engine.store.chain(KeyRef("alice", key)):
         out.extend(await engine.store.list_messages(segment.session_id, limit=1000))
     return out
 
 
 async def gated_key(engine: Engine, key: str) -> None:
     """Create `key` with the gated model as its reply model."""
-    await engine.sessions.open_key(key, ALICE)
+    await engine.sessions.open_key(KeyRef("alice", key))
     await engine.sessions.set_overrides(key, ALICE, {"reply_model": "gated"})
 
 
@@ -67,7 +68,7 @@ async def test_hundred_concurrent_turns_on_one_key(engine: Engine) -> None:
     async with asyncio.timeout(TIMEOUT):
         results = await asyncio.gather(*(collect(engine, c, key=key) for c in contents))
 
-    chain = await engine.store.chain(key)
+    chain = await engine.store.chain(KeyRef("alice", key))
     assert len(chain) == 1  # nothing here may rotate
     messages = await all_messages(engine, key)
     assert len(messages) == 200

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sessiongate.core.clock import ManualClock
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.service.engine import build_engine
 from sessiongate.store.sqlite import SQLiteStore
@@ -27,6 +28,7 @@ from tests.helpers import ScriptedModel, collect
 
 CHILD = Path(__file__).with_name("crash_child.py")
 KEY = "chat:alice"
+REF = KeyRef("alice", KEY)
 TURNS = 3
 READY_TIMEOUT = 30
 
@@ -78,11 +80,12 @@ async def test_kill_between_user_and_assistant_commit(tmp_path: Path) -> None:
         assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
         (pointer,) = raw.execute(
-            "SELECT latest_session_id FROM session_keys WHERE key = ?", (KEY,)
+            "SELECT latest_session_id FROM session_keys WHERE key = ?", (REF.storage_id,)
         ).fetchone()
         assert pointer == session_id
         unarchived = raw.execute(
-            "SELECT session_id FROM segments WHERE key = ? AND archived_at IS NULL", (KEY,)
+            "SELECT session_id FROM segments WHERE key = ? AND archived_at IS NULL",
+            (REF.storage_id,),
         ).fetchall()
         assert unarchived == [(session_id,)]
         rows = raw.execute(
@@ -109,9 +112,9 @@ async def test_kill_between_user_and_assistant_commit(tmp_path: Path) -> None:
     store = SQLiteStore.open(db_path)
     try:
         assert await store.integrity_check() == "ok"
-        chain = await store.chain(KEY)
+        chain = await store.chain(REF)
         assert [s.session_id for s in chain] == [session_id]
-        latest = await store.latest_segment(KEY)
+        latest = await store.latest_segment(REF)
         assert latest.session_id == session_id and latest.message_count == last_seq
         messages = await store.list_messages(session_id)
         assert messages[-1].role is Role.USER and messages[-1].content == "final question"

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from sessiongate.core.clock import ManualClock
+from sessiongate.core.keys import KeyRef
 from sessiongate.errors import ImportFormatError, KeyExists
 from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
@@ -15,6 +16,7 @@ from tests.conftest import ALICE
 from tests.helpers import collect
 
 KEY = "chat:alice"
+REF = KeyRef("alice", KEY)
 
 
 async def build_history(engine: Engine, clock: ManualClock) -> list[str]:
@@ -31,7 +33,7 @@ async def test_export_import_round_trip(engine: Engine, clock: ManualClock) -> N
     kinds = [json.loads(line)["type"] for line in lines]
     assert kinds[0] == "key" and kinds.count("segment") == 3 and kinds.count("rotation") == 2
     await engine.sessions.delete(KEY, ALICE)
-    assert await engine.store.get_key(KEY) is None
+    assert await engine.store.get_key(REF) is None
 
     record = await engine.sessions.import_chain(lines, Caller("carol"))
     assert record.owner == "carol"
@@ -90,7 +92,7 @@ async def test_broken_export_lines_name_the_line_and_write_nothing(
         assert f"line {line}:" in info.value.message
     assert fragment.lower() in info.value.message.lower()
     assert engine.store.connection.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
-    assert await engine.store.get_key(KEY) is None
+    assert await engine.store.get_key(REF) is None
 
 
 async def test_invalid_utf8_line_is_rejected(engine: Engine, clock: ManualClock) -> None:
@@ -100,4 +102,4 @@ async def test_invalid_utf8_line_is_rejected(engine: Engine, clock: ManualClock)
     with pytest.raises(ImportFormatError) as info:
         await engine.sessions.import_chain(lines, ALICE)
     assert info.value.line == 3
-    assert await engine.store.get_key(KEY) is None
+    assert await engine.store.get_key(REF) is None

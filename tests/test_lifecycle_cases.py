@@ -10,6 +10,7 @@ import pytest
 
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.control import BUILTIN_JUDGE, ControlSource, resolve_control_chain
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import RotationReason, SegmentStatus
 from sessiongate.errors import ImmutableSegment
 from sessiongate.service.engine import Engine, build_engine
@@ -18,10 +19,11 @@ from tests.conftest import ALICE, make_settings
 from tests.helpers import ScriptedModel, collect, types
 
 KEY = "chat:alice"
+REF = KeyRef("alice", KEY)
 
 
 async def chain_ids(engine: Engine, key: str = KEY) -> list[str]:
-    return [s.session_id for s in await engine.store.chain(key)]
+    return [s.session_id for s in await engine.store.chain(KeyRef("alice", key))]
 
 
 # -- A. /new ------------------------------------------------------------------
@@ -29,12 +31,12 @@ async def chain_ids(engine: Engine, key: str = KEY) -> list[str]:
 
 async def test_session_new_hard_cut_creates_segment(engine: Engine) -> None:
     await collect(engine, "hello there")
-    s1 = (await engine.store.latest_segment(KEY)).session_id
+    s1 = (await engine.store.latest_segment(REF)).session_id
     events = await collect(engine, "/new")
     assert types(events) == ["start", "rotation", "end"]
     rotation = events[1]
     assert (rotation.from_session_id, rotation.reason) == (s1, "manual")
-    latest = await engine.store.latest_segment(KEY)
+    latest = await engine.store.latest_segment(REF)
     assert latest.session_id == rotation.to_session_id != s1
     old = await engine.store.get_segment(s1)
     assert old is not None and old.status is SegmentStatus.ARCHIVED
@@ -46,7 +48,7 @@ async def test_session_new_repeated_chain_integrity(engine: Engine) -> None:
     await collect(engine, "first topic")
     await collect(engine, "/new")
     await collect(engine, "/new")
-    chain = await engine.store.chain(KEY)
+    chain = await engine.store.chain(REF)
     assert len(chain) == 3
     s1, s2, s3 = chain
     assert s2.parent_ids == (s1.session_id,) and s3.parent_ids == (s2.session_id,)
@@ -55,8 +57,8 @@ async def test_session_new_repeated_chain_integrity(engine: Engine) -> None:
         SegmentStatus.ARCHIVED,
         SegmentStatus.LATEST,
     ]
-    assert (await engine.store.get_key(KEY)).latest_session_id == s3.session_id  # type: ignore[union-attr]
-    reasons = [r.reason for r in await engine.store.rotations(KEY)]
+    assert (await engine.store.get_key(REF)).latest_session_id == s3.session_id  # type: ignore[union-attr]
+    reasons = [r.reason for r in await engine.store.rotations(REF)]
     assert reasons == [RotationReason.MANUAL, RotationReason.MANUAL]
 
 
@@ -64,7 +66,7 @@ async def test_session_new_with_text_rotates_then_lands_message(engine: Engine) 
     await collect(engine, "old topic")
     events = await collect(engine, "/new let's plan the garden")
     assert types(events)[:2] == ["start", "rotation"] and events[-1].type == "end"
-    latest = await engine.store.latest_segment(KEY)
+    latest = await engine.store.latest_segment(REF)
     messages = await engine.store.list_messages(latest.session_id)
     assert next(m.content for m in messages) == "let's plan the garden"
 
@@ -74,12 +76,12 @@ async def test_session_new_with_text_rotates_then_lands_message(engine: Engine) 
 
 async def test_session_rollover_temporal_expired(engine: Engine, clock: ManualClock) -> None:
     await collect(engine, "morning chat")
-    s1 = (await engine.store.latest_segment(KEY)).session_id
+    s1 = (await engine.store.latest_segment(REF)).session_id
     clock.advance(timedelta(hours=12, seconds=1))
     events = await collect(engine, "back again")
     assert types(events)[:2] == ["start", "rotation"]
     assert events[1].reason == "idle" and events[1].from_session_id == s1
-    latest = await engine.store.latest_segment(KEY)
+    latest = await engine.store.latest_segment(REF)
     assert latest.session_id != s1
     assert next(m.content for m in await engine.store.list_messages(latest.session_id)) == (
         "back again"
@@ -90,12 +92,12 @@ async def test_session_rollover_temporal_within_window_noop(
     engine: Engine, clock: ManualClock
 ) -> None:
     await collect(engine, "morning chat")
-    s1 = (await engine.store.latest_segment(KEY)).session_id
+    s1 = (await engine.store.latest_segment(REF)).session_id
     clock.advance(timedelta(hours=12))  # exactly the window: not longer than it
     events = await collect(engine, "still here")
     assert "rotation" not in types(events)
-    assert (await engine.store.latest_segment(KEY)).session_id == s1
-    assert await engine.store.rotations(KEY) == []
+    assert (await engine.store.latest_segment(REF)).session_id == s1
+    assert await engine.store.rotations(REF) == []
 
 
 async def semantic_engine(
@@ -121,7 +123,7 @@ async def test_session_rollover_semantic_high_confidence(
     engine = await semantic_engine(tmp_path, clock, scripted, database_url)
     try:
         await collect(engine, "my sourdough bread starter smells sour, what flour helps")
-        s1 = (await engine.store.latest_segment(KEY)).session_id
+        s1 = (await engine.store.latest_segment(REF)).session_id
         # Same topic: shared words, low confidence, no rotation.
         events = await collect(engine, "which flour makes the sourdough starter less sour")
         assert "rotation" not in types(events)
@@ -130,7 +132,7 @@ async def test_session_rollover_semantic_high_confidence(
         rotation = next(e for e in events if e.type == "rotation")
         assert rotation.reason == "semantic" and rotation.from_session_id == s1
         assert rotation.confidence == 1.0 and rotation.deciding_model == BUILTIN_JUDGE
-        log = await engine.store.rotations(KEY)
+        log = await engine.store.rotations(REF)
         assert log[-1].confidence == 1.0 and log[-1].deciding_model == BUILTIN_JUDGE
     finally:
         await engine.aclose()
@@ -194,7 +196,7 @@ async def test_control_model_reply_model_switch_keeps_control(
     await engine.start()
     try:
         await collect(engine, "talk about boats")
-        await engine.store.set_overrides(KEY, {"reply_model": "y"})
+        await engine.store.set_overrides(REF, {"reply_model": "y"})
         events = await collect(engine, "and about sails")
         rotation = next(e for e in events if e.type == "rotation")
         assert rotation.deciding_model == "judge"
@@ -215,8 +217,8 @@ async def test_latest_context_uses_latest_only(engine: Engine, scripted: Scripte
     sent = " ".join(m["content"] for m in scripted.requests[-1])
     assert "okapi" in sent
     assert "zebra" not in sent and "giraffe" not in sent
-    preview = await engine.turns.preview_context(KEY, ALICE)
-    latest = await engine.store.latest_segment(KEY)
+    _, preview = await engine.turns.preview_context(KEY, ALICE)
+    latest = await engine.store.latest_segment(REF)
     assert {m.source.split(":")[0] for m in preview.messages} == {latest.session_id}
 
 
@@ -224,7 +226,7 @@ async def test_history_recall_requires_explicit_selection(
     engine: Engine, scripted: ScriptedModel
 ) -> None:
     await collect(engine, "my locker combination is 4812")
-    s1 = (await engine.store.latest_segment(KEY)).session_id
+    s1 = (await engine.store.latest_segment(REF)).session_id
     await collect(engine, "/new")
     await collect(engine, "what was my locker combination")
     assert "4812" not in " ".join(m["content"] for m in scripted.requests[-1])
@@ -238,7 +240,7 @@ async def test_history_recall_requires_explicit_selection(
     sent = scripted.requests[-1]
     recall_block = next(m for m in sent if m["role"] == "system" and "4812" in m["content"])
     assert "user asked about an earlier fact" in recall_block["content"]
-    latest = await engine.store.latest_segment(KEY)
+    latest = await engine.store.latest_segment(REF)
     user_message = [
         m for m in await engine.store.list_messages(latest.session_id) if m.role.value == "user"
     ][-1]
@@ -249,7 +251,7 @@ async def test_history_recall_requires_explicit_selection(
 
 async def test_history_segment_immutable(engine: Engine) -> None:
     await collect(engine, "a message to archive")
-    s1 = (await engine.store.latest_segment(KEY)).session_id
+    s1 = (await engine.store.latest_segment(REF)).session_id
     await collect(engine, "/new")
     before = await engine.store.list_messages(s1)
 
@@ -271,7 +273,7 @@ async def test_history_segment_immutable(engine: Engine) -> None:
         ("UPDATE segments SET message_count = 0 WHERE session_id = ?", (s1,)),
         ("UPDATE segments SET cleared_after_seq = 2 WHERE session_id = ?", (s1,)),
         ("DELETE FROM segments WHERE session_id = ?", (s1,)),
-        ("UPDATE session_keys SET latest_session_id = ? WHERE key = 'chat:alice'", (s1,)),
+        ("UPDATE session_keys SET latest_session_id = ? WHERE key = 'alice/chat:alice'", (s1,)),
         ("UPDATE rotations SET reason = 'idle'", ()),
         ("DELETE FROM rotations", ()),
     ]
@@ -321,7 +323,7 @@ async def test_semantic_rollover_reversible(
     try:
         await collect(engine, "planning a trip to lisbon in may")
         await collect(engine, "lisbon hotels near alfama please")
-        s1 = (await engine.store.latest_segment(KEY)).session_id
+        s1 = (await engine.store.latest_segment(REF)).session_id
         events = await collect(engine, "which pastries should I try there")  # misfire
         s2 = next(e for e in events if e.type == "rotation").to_session_id
         all_before = {sid: await engine.store.list_messages(sid) for sid in (s1, s2)}
@@ -352,14 +354,14 @@ async def test_legacy_mode_new_inplace_clear(
     await engine.start()
     try:
         await collect(engine, "remember the word pelican")
-        s1 = (await engine.store.latest_segment(KEY)).session_id
+        s1 = (await engine.store.latest_segment(REF)).session_id
         events = await collect(engine, "/new")
         rotation = next(e for e in events if e.type == "rotation")
         assert rotation.in_place and rotation.from_session_id == rotation.to_session_id == s1
         await collect(engine, "what word did I say")
         assert "pelican" not in " ".join(m["content"] for m in scripted.requests[-1])
-        segment = await engine.store.latest_segment(KEY)
-        assert segment.session_id == s1 and len(await engine.store.chain(KEY)) == 1
+        segment = await engine.store.latest_segment(REF)
+        assert segment.session_id == s1 and len(await engine.store.chain(REF)) == 1
         assert segment.message_count == 4  # cleared from the context, not deleted
     finally:
         await engine.aclose()
@@ -367,7 +369,7 @@ async def test_legacy_mode_new_inplace_clear(
 
 async def test_segmented_mode_new_must_rotate(engine: Engine, scripted: ScriptedModel) -> None:
     await collect(engine, "remember the word pelican")
-    s1 = (await engine.store.latest_segment(KEY)).session_id
+    s1 = (await engine.store.latest_segment(REF)).session_id
     events = await collect(engine, "/new")
     rotation = next(e for e in events if e.type == "rotation")
     assert not rotation.in_place and rotation.to_session_id != s1

@@ -13,6 +13,7 @@ from typing import cast
 import pytest
 
 from sessiongate.config import ModelConfig, Settings
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.errors import ConfigError
 from sessiongate.models.base import ModelChunk, TextDelta
@@ -190,7 +191,7 @@ async def test_a_turn_through_the_engine(tmp_path: Path) -> None:
     )
     try:
         events = await collect(engine, "hi")
-        segment = await engine.store.latest_segment("chat:alice")
+        segment = await engine.store.latest_segment(KeyRef("alice", "chat:alice"))
         messages = await engine.store.list_messages(segment.session_id)
     finally:
         await engine.aclose()

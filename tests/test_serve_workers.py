@@ -31,10 +31,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: The Prometheus scraper's token (`server.metrics_token`): /metrics is not for every user.
+SCRAPER = "scraper-token-for-tests"
+
+
 def write_config(path: Path, database_url: str, port: int, workers: int) -> Path:
     path.write_text(
         f'data_dir = "{path.parent / "data"}"\n'
-        f"[server]\nport = {port}\nworkers = {workers}\n"
+        f'[server]\nport = {port}\nworkers = {workers}\nmetrics_token = "{SCRAPER}"\n'
         f'[database]\nurl = "{database_url}"\npool_size = 4\n'
         '[lifecycle]\ntimezone = "UTC"\n',
         encoding="utf-8",
@@ -144,11 +148,15 @@ async def test_two_workers_serialise_one_key_and_share_metrics(tmp_path: Path) -
                 own = [turn(c, f"own:{n}", n) for n, c in enumerate(clients)]
                 statuses = await asyncio.gather(*shared, *own)
                 assert statuses == [200] * 24
-                metrics = (await clients[0].get("/metrics")).text
+                refused = await clients[0].get("/metrics")
+                assert refused.status_code == 403  # alice is no admin and no scraper
+                metrics = (
+                    await clients[0].get("/metrics", headers={"Authorization": f"Bearer {SCRAPER}"})
+                ).text
             finally:
                 for client in clients:
                     await client.aclose()
-        roles = await stored_roles(database_url, "shared:one")
+        roles = await stored_roles(database_url, "alice/shared:one")
         # 12 turns from two processes on one key: never two user messages in a row.
         assert roles == ["user", "assistant"] * 12
         total = sum(

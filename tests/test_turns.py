@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 from sessiongate.core.clock import ManualClock
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.errors import ModelError
 from sessiongate.service.engine import Engine, build_engine
@@ -14,10 +15,11 @@ from tests.conftest import ALICE, make_settings
 from tests.helpers import ScriptedModel, collect, types
 
 KEY = "chat:alice"
+REF = KeyRef("alice", KEY)
 
 
 async def messages(engine: Engine) -> list[tuple[str, str, str]]:
-    latest = await engine.store.latest_segment(KEY)
+    latest = await engine.store.latest_segment(REF)
     return [
         (m.role.value, m.content, m.status.value)
         for m in await engine.store.list_messages(latest.session_id)
@@ -73,14 +75,14 @@ async def test_fallback_model_answers_when_the_first_fails(
             ("user", "hi", "complete"),
             ("assistant", "backup here", "complete"),
         ]
-        latest = await engine.store.latest_segment(KEY)
+        latest = await engine.store.latest_segment(REF)
         reply = (await engine.store.list_messages(latest.session_id))[-1]
         assert reply.metadata["model"] == "backup"
     finally:
         await engine.aclose()
 
 
-async def test_failure_mid_stream_does_not_switch_model_or_keep_partial(
+async def test_failure_mid_stream_does_not_switch_model_and_keeps_partial_as_interrupted(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     flaky = ScriptedModel(
@@ -95,7 +97,12 @@ async def test_failure_mid_stream_does_not_switch_model_or_keep_partial(
         events = await collect(engine, "hi")
         assert types(events) == ["start", "token", "token", "error"]
         assert backup.requests == []
-        assert await messages(engine) == [("user", "hi", "complete")]
+        # What the client already saw is kept, marked: never silently dropped, never
+        # passed off as a complete answer.
+        assert await messages(engine) == [
+            ("user", "hi", "complete"),
+            ("assistant", "one two", "interrupted"),
+        ]
     finally:
         await engine.aclose()
 
@@ -165,7 +172,7 @@ async def test_shutdown_cancels_running_turns_and_keeps_partials(
     engine.turns.start_turn(InboundTurn(KEY, ALICE, "go"))
     await asyncio.wait_for(started.wait(), 5)
     await engine.turns.aclose()
-    latest = await engine.store.latest_segment(KEY)
+    latest = await engine.store.latest_segment(REF)
     stored = await engine.store.list_messages(latest.session_id)
     await engine.store.close()
     assert [(m.role, m.status) for m in stored] == [

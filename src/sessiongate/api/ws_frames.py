@@ -5,6 +5,7 @@ Each failure has its own code, answered in an error frame while the socket stays
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -26,12 +27,24 @@ def parse_frame(text: str, *, max_bytes: int, max_depth: int) -> dict[str, Any]:
         # orjson refuses nesting past 1024 levels itself, without recursing in Python.
         data = orjson.loads(text)
     except orjson.JSONDecodeError:
-        raise FrameError("invalid_json", "Invalid message format") from None
+        data = _strict_json_fallback(text, max_depth)
     if not isinstance(data, dict):
         raise FrameError("invalid_frame", "a message frame is a JSON object")
     if json_depth(data) > max_depth:
         raise FrameError("frame_too_deep", f"a frame may nest at most {max_depth} levels")
     return data
+
+
+def _strict_json_fallback(text: str, max_depth: int) -> Any:
+    """orjson also refuses JSON that is well-formed but holds an escaped lone surrogate
+    (`"\\ud800"`); the standard parser reads it, so the frame gets the same answer as
+    the REST body would (`invalid_content`), not `invalid_json`."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise FrameError("frame_too_deep", f"a frame may nest at most {max_depth} levels") from None
+    except ValueError:
+        raise FrameError("invalid_json", "Invalid message format") from None
 
 
 def json_depth(value: Any) -> int:
