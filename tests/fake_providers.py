@@ -42,6 +42,7 @@ class Reply:
     drop: bool = False  # close the connection after the events, without ending the body
     hang: bool = False  # read the request, then never send a byte
     stall: bool = False  # send the head and the events, then go quiet with the body open
+    keepalive: float = 0.0  # after the events, an SSE comment every this many seconds, forever
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,11 @@ async def _respond(writer: asyncio.StreamWriter, reply: Reply, closing: asyncio.
         writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         await writer.drain()
         await asyncio.sleep(0.005)  # separate packets, as a real token stream would be
+    while reply.keepalive and not closing.is_set():
+        comment = b": keep-alive\n\n"
+        writer.write(f"{len(comment):x}\r\n".encode() + comment + b"\r\n")
+        await writer.drain()
+        await asyncio.sleep(reply.keepalive)
     if reply.stall:
         await closing.wait()
         return

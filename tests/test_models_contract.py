@@ -7,7 +7,9 @@ shape) stays in tests/test_models_openai.py and tests/test_models_anthropic.py.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +17,13 @@ from typing import Any
 
 import pytest
 
+from sessiongate.config import Settings
+from sessiongate.core.keys import KeyRef
 from sessiongate.errors import IncompleteStream
 from sessiongate.models.anthropic import AnthropicModel
 from sessiongate.models.openai import OpenAIChatModel
 from sessiongate.models.retry import PLACEHOLDER_KEY, redact
+from sessiongate.service.engine import build_engine
 from tests.fake_providers import (
     FakeServer,
     Reply,
@@ -445,3 +450,66 @@ async def test_a_broken_server_falls_back_to_the_next_model(wire: Wire, tmp_path
     assert types(events)[-1] == "end"
     assert metadata["model"] == "offline" and "No model is configured" in content
     assert len(server.requests) == 1
+
+
+async def stored_turn(engine: Any) -> list[tuple[str, str, str]]:
+    segment = await engine.store.latest_segment(KeyRef("alice", "chat:alice"))
+    return [
+        (m.role.value, m.content, m.status.value)
+        for m in await engine.store.list_messages(segment.session_id)
+    ]
+
+
+async def test_a_stream_without_its_end_marker_is_stored_interrupted_never_complete(
+    wire: Wire, tmp_path: Path
+) -> None:
+    async with FakeServer(Reply(events=wire.p.cut(["Hello", " wor"]))) as server:
+        config = wire.p.model_config(server.url + wire.p.base_path) | {"max_retries": 0}
+        engine = engine_for(tmp_path, config)
+        try:
+            events = await collect(engine, "hi")
+            stored = await stored_turn(engine)
+        finally:
+            await engine.aclose()
+    assert types(events) == ["start", "token", "token", "error"]
+    assert events[-1].code == "stream_incomplete" and events[-1].status == 502
+    assert stored == [("user", "hi", "complete"), ("assistant", "Hello wor", "interrupted")]
+
+
+async def test_a_model_that_sends_only_keep_alives_is_ended_by_turn_timeout(
+    wire: Wire, tmp_path: Path
+) -> None:
+    """Comments keep the connection's read timeout from ever firing; only the turn's own
+    deadline frees the key."""
+    replies = (Reply(events=[], keepalive=0.1), wire.ok())
+    async with FakeServer(*replies) as server:
+        config = wire.p.model_config(server.url + wire.p.base_path) | {
+            "max_retries": 0,
+            "read_timeout": "30s",
+        }
+        engine = build_engine(
+            Settings(
+                data_dir=tmp_path,
+                models={"m": config},
+                agents={"defaults": {"model": "m", "turn_timeout": "1s"}},
+                lifecycle={"timezone": "UTC"},
+            )
+        )
+        try:
+            async with asyncio.timeout(20):  # the old code hangs here until the server stops
+                started = time.monotonic()
+                events = await collect(engine, "hi")
+                elapsed = time.monotonic() - started
+                after = await collect(engine, "again")  # the key is free
+            stored = await stored_turn(engine)
+        finally:
+            await engine.aclose()
+    assert types(events)[-1] == "error"
+    assert (events[-1].code, events[-1].status) == ("turn_timeout", 504)
+    assert 1.0 <= elapsed < 10
+    assert types(after)[-1] == "end"
+    assert stored == [
+        ("user", "hi", "complete"),
+        ("user", "again", "complete"),
+        ("assistant", "Hello, world", "complete"),
+    ]
