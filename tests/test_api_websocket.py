@@ -102,7 +102,9 @@ async def messages_of(gw: Gateway, user: str, key: str) -> list[dict[str, Any]]:
     status, shown = await get_json(gw, user, f"/v1/sessions/{key}")
     assert status == 200, shown
     sid = shown["latest"]["session_id"]
-    status, page = await get_json(gw, user, f"/v1/sessions/{key}/segments/{sid}/messages")
+    status, page = await get_json(
+        gw, user, f"/v1/sessions/{key}/segments/{sid}/messages?limit=1000"
+    )
     assert status == 200, page
     return list(page["messages"])
 
@@ -450,3 +452,66 @@ async def test_api_health_counts_open_sockets(gw: Gateway) -> None:
         assert health["sessions"]["by_agent"]["claude"] >= 1
         assert health["sessions"]["total"] >= 1
     assert (await wait_for_connections(gw, zero))["connections"] == zero
+
+
+# -- pipelining and frame limits ------------------------------------------------------------
+
+
+async def test_four_hundred_frames_at_once_each_get_one_answer_and_the_socket_lives(
+    gw: Gateway,
+) -> None:
+    """Frames are read while turns run: a ping is answered at once, every frame gets
+    exactly one answer (its turn's `complete`, or `queue_full` naming it)."""
+    key = "ws:flood"
+    total = 400
+    answered: dict[int, str] = {}
+    async with chat(gw, "/v1/ws") as (ws, _):
+        await asyncio.gather(
+            *(ws.send(json.dumps({"content": f"n{n}", "session_id": key})) for n in range(total))
+        )
+
+        async def read_answers() -> None:
+            while len(answered) < total:
+                frame = await recv_json(ws)
+                if frame["type"] == "message":
+                    continue
+                assert frame["type"] in ("complete", "error"), frame
+                assert frame["frame"] not in answered, frame
+                answered[frame["frame"]] = frame["code"] if frame["type"] == "error" else "ok"
+
+        # Read while pinging: the client's own receive queue must not be what blocks.
+        reader = asyncio.create_task(read_answers())
+        pong = await ws.ping()
+        await asyncio.wait_for(pong, TIMEOUT)  # not stuck behind 400 queued turns
+        assert len(answered) < total  # the pong came while turns were still running
+        await asyncio.wait_for(reader, 60)
+        assert reply_of(await turn(ws, "still here?", session_id=key)) == "reply to: still here?"
+    assert sorted(answered) == list(range(1, total + 1))
+    ran = [n for n, outcome in answered.items() if outcome == "ok"]
+    refused = [n for n, outcome in answered.items() if outcome != "ok"]
+    assert set(answered.values()) <= {"ok", "queue_full"}
+    assert ran and refused  # the default queue (64) cannot hold 400
+    stored = await messages_of(gw, "alice", key)
+    users = [m["content"] for m in stored if m["role"] == "user"]
+    # The turns that ran are the frames accepted, in the order they were sent.
+    assert users == [f"n{n - 1}" for n in sorted(ran)] + ["still here?"]
+
+
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        (json.dumps({"content": "x" * (1_048_576 + 10)}), "frame_too_large"),
+        ('{"content": "x", "extra": ' + "[" * 100 + "]" * 100 + "}", "frame_too_deep"),
+        ('{"content": "x", "extra": ' + "[" * 100_000 + "]" * 100_000 + "}", "frame_too_deep"),
+        ("[" * 100_000, "frame_too_deep"),
+    ],
+    ids=["over-1-MiB", "100-deep", "100000-deep", "unclosed-100000"],
+)
+async def test_oversized_and_deep_frames_get_an_error_and_the_socket_stays_open(
+    gw: Gateway, frame: str, code: str
+) -> None:
+    async with chat(gw, "/v1/ws") as (ws, _):
+        await ws.send(frame)
+        error = await recv_json(ws)
+        assert (error["type"], error["code"], error["frame"]) == ("error", code, 1)
+        assert reply_of(await turn(ws, "after that", session_id="ws:limits"))

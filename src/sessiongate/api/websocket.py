@@ -217,6 +217,8 @@ class ChatSocket:
         async for event in handle.events():
             frame = render(event, key)
             if frame is not None:
+                if frame["type"] in ("complete", "error"):
+                    frame["frame"] = frame_number  # which client frame this turn answered
                 await self._send(frame)
 
     async def _send(self, frame: dict[str, Any]) -> None:
