@@ -14,6 +14,10 @@ UPDATE segments s SET key = k.owner || '/' || k.key FROM session_keys k WHERE k.
 UPDATE rotations r SET key = k.owner || '/' || k.key FROM session_keys k WHERE k.key = r.key;
 UPDATE session_keys SET key = owner || '/' || key;
 
+-- The keys' foreign keys are deferred; check them now, since a table with pending
+-- constraint events cannot be altered (and every row must agree before the guards return).
+SET CONSTRAINTS ALL IMMEDIATE;
+
 ALTER TABLE segments ENABLE TRIGGER segments_guard;
 ALTER TABLE session_keys ENABLE TRIGGER session_keys_guard;
 ALTER TABLE rotations ENABLE TRIGGER rotations_guard;
