@@ -28,6 +28,7 @@ from sessiongate.errors import (
 )
 from sessiongate.store.exchange import ChainRecords
 from sessiongate.store.migrations import apply_sqlite_migrations
+from sessiongate.store.private_files import prepare_private_database
 from sessiongate.store.recall import recall_fragment, recall_words
 from sessiongate.store.sqlite_checkpoint import WAL_SIZE_LIMIT_BYTES, WalCheckpointer
 from sessiongate.store.sqlite_import import replay_chain
@@ -68,7 +69,7 @@ class SQLiteStore:
         commit."""
         target = str(path)
         if target != ":memory:":
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            prepare_private_database(Path(target))
         conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 10000")
         checkpointer = None
