@@ -10,8 +10,10 @@ import pytest
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import ImportFormatError, KeyExists
+from sessiongate.service import sessions as sessions_module
 from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
+from sessiongate.store.export_format import export_lines
 from tests.conftest import ALICE
 from tests.helpers import collect
 
@@ -103,3 +105,30 @@ async def test_invalid_utf8_line_is_rejected(engine: Engine, clock: ManualClock)
         await engine.sessions.import_chain(lines, ALICE)
     assert info.value.line == 3
     assert await engine.store.get_key(REF) is None
+
+
+async def test_a_streamed_export_pages_through_messages_and_equals_the_whole_one(
+    engine: Engine, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sessions_module, "EXPORT_PAGE", 3)  # many pages from a short chain
+    await build_history(engine, clock)
+    for n in range(5):
+        await collect(engine, f"more badgers {n}")
+    whole = list(export_lines(await engine.store.export_chain(REF)))
+    streamed = [line async for line in await engine.sessions.export_stream(KEY, ALICE)]
+    assert streamed == whole
+    assert sum(json.loads(line)["type"] == "message" for line in streamed) == 16
+
+
+async def test_a_streamed_export_is_a_snapshot_of_when_it_began(
+    engine: Engine, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sessions_module, "EXPORT_PAGE", 1)
+    before = await build_history(engine, clock)
+    lines = await engine.sessions.export_stream(KEY, ALICE)
+    first = [await anext(lines), await anext(lines)]
+    # A turn and a rotation land while the export is half read.
+    await collect(engine, "a turn during the export")
+    await collect(engine, "/new")
+    rest = [line async for line in lines]
+    assert first + rest == before

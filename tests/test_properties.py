@@ -37,6 +37,7 @@ from hypothesis.stateful import (
 
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.control import lexical_shift_confidence
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.rotation import LifecyclePolicy, day_key, parse_new_command, temporal_action
 from sessiongate.core.segments import RotationReason, Segment, SegmentStatus
 from sessiongate.errors import NothingToRevert
@@ -45,6 +46,9 @@ from tests.conftest import ALICE, make_settings
 from tests.helpers import ScriptedModel, collect
 
 KEY = "chat:alice"
+#: The key in alice's namespace, as the store addresses it (`owner/name` in raw SQL).
+REF = KeyRef(ALICE.name, KEY)
+STORED_KEY = REF.storage_id
 START = datetime(2026, 3, 2, 1, 30, tzinfo=UTC)  # 02:30 in Berlin
 TIMEZONE = "Europe/Berlin"
 IDLE_WINDOW = timedelta(hours=6)
@@ -225,7 +229,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def do_turn(self, content: str) -> None:
         store = self.engine.store
         now = self.clock.now()
-        before = self.run(store.latest_segment(KEY)) if self.created else None
+        before = self.run(store.latest_segment(REF)) if self.created else None
         expected = self.expected_reason(before, content, now)
         event(f"rotation: {expected}")
 
@@ -233,7 +237,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
         assert events[0].type == "start" and events[-1].type == "end", events
         rotations = [e for e in events if e.type == "rotation"]
-        latest = self.run(store.latest_segment(KEY))
+        latest = self.run(store.latest_segment(REF))
         assert events[0].session_id == latest.session_id
         if before is None:
             self.new_segment(latest)
@@ -278,28 +282,31 @@ class LifecycleMachine(RuleBasedStateMachine):
         if not self.created:
             return
         pointer = self.raw.execute(
-            "SELECT latest_session_id FROM session_keys WHERE key = ?", (KEY,)
+            "SELECT latest_session_id FROM session_keys WHERE key = ?", (STORED_KEY,)
         ).fetchall()
         assert pointer == [(self.latest_id,)]
         unarchived = self.raw.execute(
-            "SELECT session_id FROM segments WHERE key = ? AND archived_at IS NULL", (KEY,)
+            "SELECT session_id FROM segments WHERE key = ? AND archived_at IS NULL", (STORED_KEY,)
         ).fetchall()
         assert unarchived == [(self.latest_id,)]
-        chain = self.run(self.engine.store.chain(KEY))
+        chain = self.run(self.engine.store.chain(REF))
         latest = [s.session_id for s in chain if s.status is SegmentStatus.LATEST]
         assert latest == [self.latest_id]
-        assert self.run(self.engine.store.latest_segment(KEY)).session_id == self.latest_id
+        assert self.run(self.engine.store.latest_segment(REF)).session_id == self.latest_id
 
     @invariant()
     def chain_is_a_single_path(self) -> None:
         if not self.created:
             return
-        rows = self.raw.execute("SELECT session_id FROM segments WHERE key = ?", (KEY,)).fetchall()
+        rows = self.raw.execute(
+            "SELECT session_id FROM segments WHERE key = ?", (STORED_KEY,)
+        ).fetchall()
         assert sorted(r[0] for r in rows) == sorted(self.created)
-        chain = self.run(self.engine.store.chain(KEY))
+        chain = self.run(self.engine.store.chain(REF))
         # `Store.chain` promises "oldest first": the order the segments were created in.
         assert [s.session_id for s in chain] == self.created
         for index, segment in enumerate(chain):
+            assert segment.key == REF
             assert (segment.parent_ids, segment.continues) == self.links[segment.session_id]
             if index == 0:
                 assert segment.parent_ids == ()
@@ -311,7 +318,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         rows = self.raw.execute(
             "SELECT m.segment_id, m.seq, m.role, m.content, m.status, m.metadata, m.created_at"
             " FROM messages m JOIN segments s ON s.session_id = m.segment_id WHERE s.key = ?",
-            (KEY,),
+            (STORED_KEY,),
         ).fetchall()
         in_db = {(r[0], r[1]): (r[2], r[3]) for r in rows}
         assert in_db == self.messages
@@ -362,13 +369,13 @@ async def test_chain_stays_in_creation_order_when_the_clock_steps_back(tmp_path:
     )
     try:
         await collect(engine, "sourdough", key=KEY)
-        first = (await engine.store.latest_segment(KEY)).session_id
+        first = (await engine.store.latest_segment(REF)).session_id
         clock.advance(timedelta(seconds=-1))
         await collect(engine, "/new", key=KEY)
-        second = (await engine.store.latest_segment(KEY)).session_id
+        second = (await engine.store.latest_segment(REF)).session_id
         assert (await engine.store.get_segment(second)).parent_ids == (first,)  # type: ignore[union-attr]
 
-        chain = await engine.store.chain(KEY)
+        chain = await engine.store.chain(REF)
         assert [s.session_id for s in chain] == [first, second]
         view = await engine.sessions.show(KEY, ALICE)
         assert [s.session_id for s in view.segments] == [first, second]
@@ -437,7 +444,7 @@ def boundary_crossed(start: datetime, now: datetime, boundary: time, tz: ZoneInf
 def _segment(started: datetime) -> Segment:
     return Segment(
         session_id="s",
-        key="k",
+        key=KeyRef("alice", "k"),
         status=SegmentStatus.LATEST,
         created_at=started,
         archived_at=None,

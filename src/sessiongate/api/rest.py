@@ -190,9 +190,9 @@ async def patch_session(
 async def export_session(
     key: str, user: CurrentUser, request: Request, owner: Owner = None
 ) -> StreamingResponse:
-    lines = await engine_of(request).sessions.export(key, caller_for(user), owner=owner)
+    lines = await engine_of(request).sessions.export_stream(key, caller_for(user), owner=owner)
     return StreamingResponse(
-        (line + "\n" for line in lines),
+        (line + "\n" async for line in lines),
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{key}.jsonl"'},
     )

@@ -6,7 +6,7 @@ with a turn on the same key.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -44,7 +44,8 @@ from sessiongate.service.overrides import (
 )
 from sessiongate.service.thread_cache import ThreadCache
 from sessiongate.store.base import Store
-from sessiongate.store.exchange import export_lines, parse_lines, retarget
+from sessiongate.store.exchange import parse_lines, retarget
+from sessiongate.store.export_format import key_line, message_line, rotation_line, segment_line
 from sessiongate.store.locks import KeyLocks
 from sessiongate.store.recall import recall_words
 
@@ -54,6 +55,8 @@ RotationListener = Callable[[RotationRecord], None]
 MAX_PAGE = 1000
 #: Sequence numbers and page cursors are stored as signed 64-bit integers.
 MAX_SEQ = 2**63 - 1
+#: Messages read per query while an export streams.
+EXPORT_PAGE = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,10 +312,51 @@ class SessionService:
 
     # -- exchange and erasure ---------------------------------------------------
 
-    async def export(self, key: str, caller: Caller, *, owner: str | None = None) -> Iterator[str]:
+    async def export(self, key: str, caller: Caller, *, owner: str | None = None) -> list[str]:
+        """The whole export in memory (the CLI and tests); the API streams it."""
+        return [line async for line in await self.export_stream(key, caller, owner=owner)]
+
+    async def export_stream(
+        self, key: str, caller: Caller, *, owner: str | None = None
+    ) -> AsyncIterator[str]:
+        """The key's chain as JSON Lines, read page by page: memory stays flat however
+        long the conversation. Refusals (404, 403) are raised here, before the first line.
+
+        The snapshot is the key row, its segments and its rotation log, read under the
+        key's lock (no turn or rotation can fall between them); messages are append-only,
+        so each segment's first `message_count` messages, read later, are exactly the ones
+        the snapshot saw."""
         ref = caller.key(key, owner=owner)
-        await self.existing(ref)
-        return export_lines(await self.store.export_chain(ref))
+        async with self.locks.hold(ref):
+            record = await self.existing(ref)
+            segments = await self.store.chain(ref)
+            rotations = await self.store.rotations(ref)
+        return self._export_pages(ref, record, segments, rotations)
+
+    async def _export_pages(
+        self,
+        ref: KeyRef,
+        record: SessionKeyRecord,
+        segments: list[Segment],
+        rotations: list[RotationRecord],
+    ) -> AsyncIterator[str]:
+        yield key_line(record)
+        for segment in segments:
+            yield segment_line(segment)
+            after = 0
+            while after < segment.message_count:
+                page = await self.store.list_messages(
+                    segment.session_id,
+                    after_seq=after,
+                    limit=min(EXPORT_PAGE, segment.message_count - after),
+                )
+                if not page:  # erased while the export ran: end it short, visibly
+                    raise SessionNotFound(f"{ref.name!r} was erased during the export")
+                for message in page:
+                    yield message_line(message)
+                after = page[-1].seq
+        for rotation in rotations:
+            yield rotation_line(rotation)
 
     async def import_chain(
         self,

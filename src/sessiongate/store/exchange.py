@@ -1,4 +1,5 @@
-"""Export and import of one key's whole chain as JSON Lines.
+"""Import of one key's whole chain from JSON Lines (the export side is
+store/export_format.py).
 
 Line 1 is the key header; then each segment (oldest first) followed by its messages; then
 the rotation log. Parsing validates every line and the chain as a whole before anything is
@@ -7,11 +8,9 @@ written, and names the 1-based line of the first problem.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -106,78 +105,6 @@ _Line = Annotated[
 ]
 # JSON mode: strict types, but datetimes and enums may come as strings.
 _LINE_ADAPTER: TypeAdapter[_Line] = TypeAdapter(_Line)
-
-
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def export_lines(records: ChainRecords) -> Iterator[str]:
-    """Render a chain as JSON Lines (each without its trailing newline)."""
-    k = records.key
-
-    def dump(obj: dict[str, Any]) -> str:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-    yield dump(
-        {
-            "type": "key",
-            "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
-            "key": k.key,
-            "owner": k.owner,
-            "latest_session_id": k.latest_session_id,
-            "created_at": _iso(k.created_at),
-            "overrides": k.overrides,
-            "last_semantic_rotation_at": _iso(k.last_semantic_rotation_at),
-        }
-    )
-    by_segment: dict[str, list[Message]] = {}
-    for m in records.messages:
-        by_segment.setdefault(m.session_id, []).append(m)
-    for s in records.segments:
-        yield dump(
-            {
-                "type": "segment",
-                "session_id": s.session_id,
-                "created_at": _iso(s.created_at),
-                "archived_at": _iso(s.archived_at),
-                "parent_ids": list(s.parent_ids),
-                "continues": list(s.continues),
-                "cleared_after_seq": s.cleared_after_seq,
-                "context_started_at": _iso(s.context_started_at),
-                "last_activity_at": _iso(s.last_activity_at),
-                "created_reason": s.created_reason.value if s.created_reason else None,
-            }
-        )
-        for m in by_segment.get(s.session_id, []):
-            yield dump(
-                {
-                    "type": "message",
-                    "session_id": m.session_id,
-                    "seq": m.seq,
-                    "role": m.role.value,
-                    "content": m.content,
-                    "status": m.status.value,
-                    "metadata": m.metadata,
-                    "created_at": _iso(m.created_at),
-                }
-            )
-    for r in records.rotations:
-        yield dump(
-            {
-                "type": "rotation",
-                "from": r.from_session_id,
-                "to": r.to_session_id,
-                "reason": r.reason.value,
-                "at": _iso(r.at),
-                "confidence": r.confidence,
-                "deciding_model": r.deciding_model,
-                "in_place": r.in_place,
-            }
-        )
 
 
 def parse_lines(lines: Iterable[str | bytes], *, max_content_chars: int) -> ChainRecords:
