@@ -7,50 +7,34 @@ import os
 import tomllib
 from datetime import time, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
-    PlainSerializer,
     ValidationError,
     field_serializer,
     field_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from sessiongate.config_base import Duration, OptionalDuration, Section
+from sessiongate.config_tools import (
+    McpServerConfig,
+    NotesConfig,
+    Runner,
+    ToolsConfig,
+    check_tool_patterns,
+)
 from sessiongate.core.rotation import LifecycleMode, LifecyclePolicy, SemanticPolicy
-from sessiongate.durations import format_duration, parse_duration, parse_optional_duration
 from sessiongate.errors import ConfigError
 
 CONFIG_ENV = "SESSIONGATE_CONFIG"
 
 
-def _duration(value: Any) -> Any:
-    return parse_duration(value) if isinstance(value, str) else value
-
-
-def _optional_duration(value: Any) -> Any:
-    return parse_optional_duration(value) if isinstance(value, str) else value
-
-
-# Shown (e.g. by `config check`) in the same form they are written: 12h, 10m, off.
-Duration = Annotated[
-    timedelta, BeforeValidator(_duration), PlainSerializer(format_duration, when_used="json")
-]
-OptionalDuration = Annotated[
-    timedelta | None,
-    BeforeValidator(_optional_duration),
-    PlainSerializer(format_duration, when_used="json"),
-]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# Kept under its old name for the sections below.
+_Section = Section
 
 
 class ServerConfig(_Section):
@@ -201,6 +185,32 @@ class AgentConfig(_Section):
     #: The longest a whole turn may run (rotation, model calls, tools) before it is cut
     #: short and its key freed; a client that leaves does not extend it.
     turn_timeout: Duration | None = None
+    #: `chat` (the native function-calling loop) or `plan_execute` (seed 002's planner,
+    #: worker and explainer).
+    runner: Runner | None = None
+    #: Tools offered to the model: names or globs (`notes_*`, `time__*`, `agent__*`).
+    #: Nothing is offered unless listed.
+    tools: list[str] | None = None
+    #: For users who are not primary, only the tools that also match one of these.
+    tools_non_primary: list[str] | None = None
+    #: One tool call, from start to result; a call over it returns an error result.
+    tool_timeout: Duration | None = None
+    #: Tool calls of one model step that run at once.
+    max_parallel_tools: int | None = Field(None, ge=1, le=64)
+    #: Model steps that may ask for tools in one turn; then one last call without tools.
+    max_tool_steps: int | None = Field(None, ge=1, le=100)
+    #: What the model sees of one tool result (head and tail, the cut marked); the store
+    #: keeps the whole result.
+    max_tool_result_chars: int | None = Field(None, ge=200, le=10_000_000)
+    #: plan_execute: the model that writes the plan (default: the reply model).
+    planner_model: str | None = None
+    #: plan_execute: the most steps a plan may hold.
+    max_plan_steps: int | None = Field(None, ge=1, le=50)
+
+    @field_validator("tools", "tools_non_primary")
+    @classmethod
+    def _tool_patterns(cls, value: list[str] | None) -> list[str] | None:
+        return check_tool_patterns(value)
 
 
 class LimitsConfig(_Section):
@@ -247,6 +257,9 @@ class Settings(BaseSettings):
     agents: dict[str, AgentConfig] = {}
     limits: LimitsConfig = LimitsConfig()
     compat: CompatConfig = CompatConfig()
+    mcp: dict[str, McpServerConfig] = {}
+    notes: NotesConfig = NotesConfig()
+    tools: ToolsConfig = ToolsConfig()
 
     @classmethod
     def settings_customise_sources(
@@ -316,6 +329,7 @@ def cross_check(settings: Settings) -> list[str]:
     for agent_name, agent in settings.agents.items():
         names = [agent.model, agent.control_model, *(agent.fallback_models or [])]
         names += agent.control_fallback_models or []
+        names.append(agent.planner_model)
         for name in names:
             if name is not None and name not in known:
                 problems.append(f"agents.{agent_name}: model {name!r} is not defined in [models]")

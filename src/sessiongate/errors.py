@@ -140,3 +140,10 @@ class TurnTimeout(SessionGateError):
 
     code = "turn_timeout"
     status = 504
+
+
+class PlanRejected(SessionGateError):
+    """plan_execute: the planner's plan was invalid, and so was its one repair."""
+
+    code = "invalid_plan"
+    status = 422

@@ -74,6 +74,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
         # Graceful stop: cancelled turns keep their partial replies as `interrupted`.
         await engine.turns.aclose()
         if close_engine:
+            await engine.tools.aclose()
             await engine.close_models()
             await engine.store.close()
         metrics.process_stopped()

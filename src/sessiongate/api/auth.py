@@ -29,7 +29,7 @@ CurrentUser = Annotated[User, Depends(current_user)]
 
 
 def caller_for(user: User) -> Caller:
-    return Caller(user.name, admin=user.admin)
+    return Caller(user.name, admin=user.admin, primary=user.primary)
 
 
 def route_key(user: User) -> str:

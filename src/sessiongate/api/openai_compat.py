@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, assert_never
 
 import orjson
 from fastapi import APIRouter, Header, Request
@@ -20,7 +20,19 @@ from sessiongate.api.auth import CurrentUser, caller_for, route_key
 from sessiongate.api.errors import error_response
 from sessiongate.api.sse import collect_reply, reply_status
 from sessiongate.api.turns import SSE_HEADERS, begin_turn
-from sessiongate.core.events import EndEvent, ErrorEvent, RotationEvent, TokenEvent, TurnEvent
+from sessiongate.core.events import (
+    ContextLogEvent,
+    EndEvent,
+    ErrorEvent,
+    PlanEvent,
+    RotationEvent,
+    StartEvent,
+    TokenEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    TurnEvent,
+    event_to_dict,
+)
 from sessiongate.errors import InvalidContent
 from sessiongate.service.engine import Engine
 from sessiongate.service.turns import InboundTurn
@@ -110,6 +122,11 @@ async def chat_completions(
                     "session_id": result.get("session_id"),
                     "rotation": result.get("rotation"),
                 },
+                **(
+                    {"sessiongate_tool_steps": result["tool_steps"]}
+                    if "tool_steps" in result
+                    else {}
+                ),
             },
             headers=headers,
         )
@@ -141,26 +158,40 @@ async def _chunks(
 
     yield chunk({"role": "assistant", "content": ""})
     async for event in events:
-        if isinstance(event, TokenEvent):
-            yield chunk({"content": event.content})
-        elif isinstance(event, RotationEvent):
-            # Clients that know sessiongate read this; others ignore unknown fields.
-            yield chunk({}, sessiongate_rotation=event.to_dict())
-        elif isinstance(event, EndEvent):
-            yield chunk({}, "stop")
-            if include_usage:
-                data = {
-                    "id": completion_id,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": model,
-                    "choices": [],
-                    "usage": event.usage,
+        match event:
+            case TokenEvent():
+                yield chunk({"content": event.content})
+            case RotationEvent():
+                # Clients that know sessiongate read this; others ignore unknown fields.
+                yield chunk({}, sessiongate_rotation=event.to_dict())
+            case PlanEvent() | ToolStartEvent() | ToolEndEvent() | ContextLogEvent():
+                # The agent's own tool steps: text-only clients see nothing; those that
+                # know sessiongate read `sessiongate_<event type>`.
+                step = {k: v for k, v in event_to_dict(event).items() if k != "type"}
+                yield chunk({}, None, **{f"sessiongate_{event.type}": step})
+            case EndEvent():
+                yield chunk({}, "stop")
+                if include_usage:
+                    data = {
+                        "id": completion_id,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": event.usage,
+                    }
+                    yield b"data: " + orjson.dumps(data) + b"\n\n"
+            case ErrorEvent():
+                error = {
+                    "error": {
+                        "code": event.code,
+                        "message": event.message,
+                        "type": "sessiongate_error",
+                    }
                 }
-                yield b"data: " + orjson.dumps(data) + b"\n\n"
-        elif isinstance(event, ErrorEvent):
-            error = {
-                "error": {"code": event.code, "message": event.message, "type": "sessiongate_error"}
-            }
-            yield b"data: " + orjson.dumps(error) + b"\n\n"
+                yield b"data: " + orjson.dumps(error) + b"\n\n"
+            case StartEvent():
+                pass  # the session ids ride in the response headers
+            case _:
+                assert_never(event)
     yield b"data: [DONE]\n\n"

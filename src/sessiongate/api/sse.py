@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, assert_never
 
 import orjson
 
-from sessiongate.core.events import TokenEvent, TurnEvent, event_to_dict
+from sessiongate.core.events import (
+    ContextLogEvent,
+    EndEvent,
+    ErrorEvent,
+    PlanEvent,
+    RotationEvent,
+    StartEvent,
+    TokenEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    TurnEvent,
+    event_to_dict,
+)
 from sessiongate.service.turns import TurnHandle
 
 
@@ -24,6 +36,7 @@ async def collect_reply(
 ) -> dict[str, Any]:
     """A non-streaming turn: the whole reply in one object (or the error that ended it)."""
     reply: list[str] = []
+    steps: list[dict[str, Any]] = []
     result: dict[str, Any] = {"reply": None, "rotation": None, "usage": {}}
 
     async def all_events() -> AsyncIterator[TurnEvent]:
@@ -33,28 +46,43 @@ async def collect_reply(
             yield event
 
     async for event in all_events():
-        data = event_to_dict(event)
-        if event.type == "start":
-            result.update(
-                session_key=data["session_key"],
-                session_id=data["session_id"],
-                turn_id=data["turn_id"],
-            )
-        elif event.type == "rotation":
-            result["rotation"] = {k: v for k, v in data.items() if k != "type"}
-        elif event.type == "token":
-            reply.append(data["content"])
-        elif event.type == "end":
-            result.update(
-                reply="".join(reply),
-                message_id=data["message_id"],
-                message_count=data["message_count"],
-                usage=data["usage"],
-                status=data["status"],
-            )
-        elif event.type == "error":
-            result["error"] = {"code": data["code"], "message": data["message"]}
-            result["error_status"] = data["status"]
+        match event:
+            case StartEvent():
+                result.update(
+                    session_key=event.session_key,
+                    session_id=event.session_id,
+                    turn_id=event.turn_id,
+                )
+            case RotationEvent():
+                result["rotation"] = {k: v for k, v in event.to_dict().items() if k != "type"}
+            case TokenEvent():
+                reply.append(event.content)
+            case PlanEvent():
+                result["plan"] = event.plan
+            case ToolStartEvent():
+                steps.append({"call_id": event.call_id, "name": event.name, "input": event.input})
+            case ToolEndEvent():
+                for step in steps:
+                    if step["call_id"] == event.call_id:
+                        step.update(output=event.output, status=event.status)
+                        step["duration_ms"] = event.duration_ms
+            case ContextLogEvent():
+                result["context_log"] = event.log
+            case EndEvent():
+                result.update(
+                    reply="".join(reply),
+                    message_id=event.message_id,
+                    message_count=event.message_count,
+                    usage=event.usage,
+                    status=event.status,
+                )
+            case ErrorEvent():
+                result["error"] = {"code": event.code, "message": event.message}
+                result["error_status"] = event.status
+            case _:
+                assert_never(event)
+    if steps:
+        result["tool_steps"] = steps
     return result
 
 

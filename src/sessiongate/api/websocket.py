@@ -29,10 +29,14 @@ from sessiongate.core.events import (
     ContextLogEvent,
     EndEvent,
     ErrorEvent,
+    PlanEvent,
     RotationEvent,
     StartEvent,
     TokenEvent,
+    ToolEndEvent,
+    ToolStartEvent,
     TurnEvent,
+    event_to_dict,
 )
 from sessiongate.core.segments import Message
 from sessiongate.core.users import User
@@ -265,8 +269,9 @@ def render(event: TurnEvent, key: str) -> dict[str, Any] | None:
                 "message": event.message,
                 "timestamp": _now(),
             }
-        case ContextLogEvent():
-            return {"type": "context_log", "log": event.entries, "timestamp": _now()}
+        case ContextLogEvent() | PlanEvent() | ToolStartEvent() | ToolEndEvent():
+            # The agent runtime's steps, in the same shape as on SSE.
+            return {**event_to_dict(event), "timestamp": _now()}
         case StartEvent():
             return None  # seed 001's protocol has no start frame
         case _:

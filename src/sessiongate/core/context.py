@@ -13,6 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessiongate.core.segments import Message, RecallFragment
+from sessiongate.core.tool_calls import (
+    ThreadItem,
+    flatten,
+    has_tool_steps,
+    inline_steps,
+    paired_groups,
+    window_groups,
+)
+from sessiongate.core.tool_calls import to_wire as tool_wire
+
+#: What the model sees of one tool result unless the agent says otherwise.
+DEFAULT_MAX_TOOL_RESULT_CHARS = 16_000
 
 TokenCounter = Callable[[str], int]
 
@@ -32,13 +44,10 @@ def estimate_tokens(text: str) -> int:
     return math.ceil((len(text) - wide) / 4) + wide
 
 
-@dataclass(frozen=True, slots=True)
-class ContextMessage:
-    role: str
-    content: str
-    #: Where the text came from: a message id, "system_prompt", "context_file:<name>" or
-    #: "recall".
-    source: str
+#: One message of the context. `source` says where its text came from: a message id,
+#: "system_prompt", "context_file:<name>", "recall", or "repair:…" for the `interrupted`
+#: result that answers a call cut short (core/tool_calls.py).
+ContextMessage = ThreadItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +64,19 @@ class AssembledContext:
     dropped_messages: int
     recall: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
-    def to_wire(self) -> list[dict[str, str]]:
-        return [{"role": m.role, "content": m.content} for m in self.messages]
+    def to_wire(self, *, inline_tool_steps: bool = False) -> list[dict[str, Any]]:
+        """The messages in the model port's wire form. `inline_tool_steps` writes each
+        tool step as assistant text instead (for a model without tool support, when the
+        thread holds steps another agent or a plan took)."""
+        if not self.has_tool_steps:
+            return [{"role": m.role, "content": m.content} for m in self.messages]
+        if inline_tool_steps:
+            return inline_steps(self.messages)
+        return [tool_wire(m) for m in self.messages]
+
+    @property
+    def has_tool_steps(self) -> bool:
+        return any(m.tool_calls or m.tool_call_id is not None for m in self.messages)
 
 
 def recall_metadata(fragments: Sequence[RecallFragment]) -> tuple[dict[str, Any], ...]:
@@ -88,6 +108,7 @@ def assemble_context(
     recalled: Sequence[RecallFragment] = (),
     token_budget: int | None = None,
     count_tokens: TokenCounter = estimate_tokens,
+    max_tool_result_chars: int = DEFAULT_MAX_TOOL_RESULT_CHARS,
 ) -> AssembledContext:
     """Build the turn's context from the thread tail, system text and recalled fragments.
 
@@ -95,6 +116,9 @@ def assemble_context(
     `memory_window` thread messages. Over budget, recalled fragments go first (lowest
     score first), then the oldest thread messages; the system prompt and the newest thread
     message always stay, so the model always sees what it is answering.
+
+    Tool steps (core/tool_calls.py) are kept or dropped as whole groups, calls cut short
+    are answered `interrupted`, and results are capped at `max_tool_result_chars`.
     """
     if memory_window < 1:
         raise ValueError("memory_window must be at least 1")
@@ -109,11 +133,14 @@ def assemble_context(
         fixed.append(ContextMessage("system", item.content, f"context_file:{item.name}"))
 
     tail = list(thread[-memory_window:])
-    history = [ContextMessage(m.role.value, m.content, m.message_id) for m in tail]
+    if has_tool_steps(tail):
+        groups = window_groups(paired_groups(tail, max_tool_result_chars), memory_window)
+    else:  # the common text-only thread: one message per group, no pairing to do
+        groups = [[ContextMessage(m.role.value, m.content, m.message_id)] for m in tail]
     kept_recall = sorted(recalled, key=lambda f: f.score, reverse=True)
 
     def total() -> int:
-        parts = [cost(m.content) for m in (*fixed, *history)]
+        parts = [cost(m.content) for m in (*fixed, *flatten(groups))]
         if kept_recall:
             parts.append(cost(render_recall(kept_recall)))
         return sum(parts)
@@ -122,14 +149,13 @@ def assemble_context(
     if token_budget is not None:
         while kept_recall and total() > token_budget:
             kept_recall.pop()
-        while len(history) > 1 and total() > token_budget:
-            history.pop(0)
-            dropped += 1
+        while len(groups) > 1 and total() > token_budget:
+            dropped += len(groups.pop(0))
 
     messages = list(fixed)
     if kept_recall:
         messages.append(ContextMessage("system", render_recall(kept_recall), "recall"))
-    messages.extend(history)
+    messages.extend(flatten(groups))
     return AssembledContext(
         messages=tuple(messages),
         token_estimate=total(),

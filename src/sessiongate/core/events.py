@@ -33,8 +33,38 @@ class RotationEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanEvent:
+    """plan_execute: the validated plan, before any step runs (seed 002's `plan`)."""
+
+    plan: list[dict[str, Any]]
+    type: Literal["plan"] = "plan"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStartEvent:
+    call_id: str
+    name: str
+    input: dict[str, Any] | str
+    type: Literal["tool_start"] = "tool_start"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEndEvent:
+    call_id: str
+    name: str
+    #: What the tool returned, capped like the model's view of it.
+    output: str
+    #: ok, error or interrupted.
+    status: str
+    duration_ms: int
+    type: Literal["tool_end"] = "tool_end"
+
+
+@dataclass(frozen=True, slots=True)
 class ContextLogEvent:
-    entries: list[dict[str, Any]]
+    """plan_execute: every step's action and result, after the worker ran them."""
+
+    log: list[dict[str, Any]]
     type: Literal["context_log"] = "context_log"
 
 
@@ -64,7 +94,17 @@ class ErrorEvent:
     type: Literal["error"] = "error"
 
 
-TurnEvent = StartEvent | RotationEvent | ContextLogEvent | TokenEvent | EndEvent | ErrorEvent
+TurnEvent = (
+    StartEvent
+    | RotationEvent
+    | PlanEvent
+    | ToolStartEvent
+    | ToolEndEvent
+    | ContextLogEvent
+    | TokenEvent
+    | EndEvent
+    | ErrorEvent
+)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

@@ -29,6 +29,9 @@ class Caller:
 
     name: str
     admin: bool = False
+    #: The primary user (seed 000's owner): wider tool lists (`tools_non_primary` narrows
+    #: everyone else's).
+    primary: bool = False
 
     def key(self, name: str, *, owner: str | None = None, write: bool = False) -> KeyRef:
         """The key `name` in the caller's own namespace; or, for an admin who names

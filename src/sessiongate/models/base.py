@@ -1,10 +1,25 @@
-"""The reply-model port: a model streams text deltas and, at the end, its usage."""
+"""The model port: what a request to a model holds and what a model streams back.
+
+A request is a list of provider-neutral wire messages plus `ModelOptions` (the tools
+offered, `tool_choice`, a JSON response format). Each adapter translates both into its
+provider's own shapes. A model streams `TextDelta`s, whole `ToolCallChunk`s (the adapter
+assembles argument deltas, keeping parallel calls apart) and, last, its `Usage`.
+
+Wire messages (plain dicts, so the hot text path builds no objects):
+
+- `{"role": "system" | "user" | "assistant", "content": str}`
+- a user message whose `content` is a list of parts: `{"type": "text", "text": str}` and
+  `{"type": "image", "media_type": "image/png", "data": <base64>}`
+- an assistant message that asked for tools: `{"role": "assistant", "content": str,
+  "tool_calls": [{"id": str, "name": str, "arguments": <JSON text>}]}`
+- a tool result: `{"role": "tool", "tool_call_id": str, "name": str, "content": str}`
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,17 +40,88 @@ class Usage:
         }
 
 
-ModelChunk = TextDelta | Usage
-WireMessage = Mapping[str, str]
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as a model sees it. `parameters` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallChunk:
+    """One whole tool call the model asked for. `arguments` is the JSON text exactly as
+    the model produced it (it may be invalid: the registry answers that, not the
+    adapter)."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+#: "auto" (the model decides), "none", "required" (some tool), or a tool's name.
+ToolChoice = Literal["auto", "none", "required"] | str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice | None = None
+    #: `{"type": "json_object"}` or `{"type": "json_schema", "json_schema": {...}}`
+    #: (OpenAI's shape; other adapters translate it).
+    response_format: Mapping[str, Any] | None = None
+
+
+NO_OPTIONS = ModelOptions()
+
+ModelChunk = TextDelta | ToolCallChunk | Usage
+WireMessage = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCapabilities:
+    tools: bool = False
+    images: bool = False
+    json_output: bool = False
+
+
+TEXT_ONLY = ModelCapabilities()
 
 
 class ReplyModel(Protocol):
     """A named model that writes the assistant's answer.
 
     `stream` raises `sessiongate.errors.ModelError` on failure; `retryable=True` tells the
-    caller that trying again (or trying the next fallback) is reasonable.
+    caller that trying again (or trying the next fallback) is reasonable. A model without
+    tool support is never given `options.tools` (agents that need tools are refused at
+    start-up), so text-only adapters may ignore `options`.
     """
 
     name: str
 
-    def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]: ...
+    def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]: ...
+
+
+def capabilities_of(model: object) -> ModelCapabilities:
+    """What a model declares (`capabilities` attribute); text only when it says nothing."""
+    found = getattr(model, "capabilities", None)
+    return found if isinstance(found, ModelCapabilities) else TEXT_ONLY
+
+
+def text_of(content: object) -> str:
+    """The text of a wire message's content: a string as it is, the text parts of a part
+    list joined by newlines (images are left out)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""

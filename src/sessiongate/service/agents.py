@@ -7,13 +7,15 @@ from datetime import timedelta
 from pathlib import Path
 
 from sessiongate.config import AgentConfig, Settings
-from sessiongate.core.context import ContextFile
+from sessiongate.core.context import DEFAULT_MAX_TOOL_RESULT_CHARS, ContextFile
 from sessiongate.errors import NotFound
 
 DEFAULT_AGENT = "main"
 DEFAULTS_SECTION = "defaults"
 #: A turn (every model call included) ends after this long unless the agent says otherwise.
 DEFAULT_TURN_TIMEOUT = timedelta(minutes=10)
+#: One tool call, unless the agent says otherwise.
+DEFAULT_TOOL_TIMEOUT = timedelta(seconds=60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,22 @@ class AgentProfile:
     system_prompt: str | None
     context_files: tuple[ContextFile, ...]
     turn_timeout: timedelta = DEFAULT_TURN_TIMEOUT
+    runner: str = "chat"
+    #: Tool names or globs offered to the model (nothing unless listed), and for users
+    #: who are not primary, the narrower list they must also match.
+    tools: tuple[str, ...] = ()
+    tools_non_primary: tuple[str, ...] | None = None
+    tool_timeout: timedelta = DEFAULT_TOOL_TIMEOUT
+    max_parallel_tools: int = 4
+    max_tool_steps: int = 8
+    max_tool_result_chars: int = DEFAULT_MAX_TOOL_RESULT_CHARS
+    planner_model: str | None = None
+    max_plan_steps: int = 8
+
+    @property
+    def uses_tools(self) -> bool:
+        """Whether turns of this agent go through the agent runtime (tools or a plan)."""
+        return bool(self.tools) or self.runner != "chat"
 
 
 def merge_agent(name: str, defaults: AgentConfig, own: AgentConfig) -> AgentConfig:
@@ -56,6 +74,17 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
             system_prompt=cfg.system_prompt,
             context_files=files,
             turn_timeout=cfg.turn_timeout or DEFAULT_TURN_TIMEOUT,
+            runner=cfg.runner or "chat",
+            tools=tuple(cfg.tools or ()),
+            tools_non_primary=(
+                None if cfg.tools_non_primary is None else tuple(cfg.tools_non_primary)
+            ),
+            tool_timeout=cfg.tool_timeout or DEFAULT_TOOL_TIMEOUT,
+            max_parallel_tools=cfg.max_parallel_tools or 4,
+            max_tool_steps=cfg.max_tool_steps or 8,
+            max_tool_result_chars=cfg.max_tool_result_chars or DEFAULT_MAX_TOOL_RESULT_CHARS,
+            planner_model=cfg.planner_model,
+            max_plan_steps=cfg.max_plan_steps or 8,
         )
     return profiles
 

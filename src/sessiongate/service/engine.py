@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessiongate.agents.delegate import AgentToolSource
+from sessiongate.agents.registry import ToolRegistry
+from sessiongate.agents.runtime import AgentRunner, check_agents
 from sessiongate.config import ModelConfig, Settings
 from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.control import BUILTIN_JUDGE, LexicalTopicJudge, TopicJudge
@@ -31,6 +34,8 @@ class Engine:
     turns: TurnService
     users: UserService
     settings: Settings
+    #: Every tool source (built-ins, MCP servers, agents as tools).
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
 
     async def start(self) -> None:
         """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
@@ -38,16 +43,20 @@ class Engine:
         opener = getattr(self.store, "start", None)
         if opener is not None:
             await opener()
+        await self.tools.start()
 
     async def stop(self) -> None:
         """Close what `start` opened, so another event loop can `start` again (the CLI
         bootstraps on one loop and serves on the next). SQLite: nothing to do."""
+        # Tool sources (MCP sessions) live on this loop too; they reconnect at first use.
+        await self.tools.aclose()
         stopper = getattr(self.store, "stop", None)
         if stopper is not None:
             await stopper()
 
     async def aclose(self) -> None:
         await self.turns.aclose()
+        await self.tools.aclose()
         await self.close_models()
         await self.store.close()
 
@@ -112,11 +121,21 @@ def build_engine(
         max_content_chars=settings.limits.max_content_chars,
         override_targets=OverrideTargets(registry, judges),
     )
+    check_agents(agents, registry)
+    tools = ToolRegistry()
+    delegates = AgentToolSource(list(agents))
+    tools.add_source(delegates)
     turns = TurnService(
-        sessions, agents, registry, judges, max_reply_chars=settings.limits.max_reply_chars
+        sessions,
+        agents,
+        registry,
+        judges,
+        max_reply_chars=settings.limits.max_reply_chars,
+        runtime=AgentRunner(registry, tools),
     )
+    delegates.bind(turns.start_turn)
     users = UserService(user_store, clock)
-    return Engine(store, sessions, turns, users, settings)
+    return Engine(store, sessions, turns, users, settings, tools)
 
 
 def build_store(settings: Settings) -> tuple[Store, UserStore, KeyLocks]:

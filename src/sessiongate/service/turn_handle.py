@@ -28,6 +28,8 @@ class InboundTurn:
     agent: str | None = None
     recall: RecallRequest | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Agent-as-tool delegation depth: 0 for a user's own turn.
+    depth: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -33,7 +33,6 @@ from sessiongate.core.events import (
     EndEvent,
     RotationEvent,
     StartEvent,
-    TokenEvent,
     TurnEvent,
 )
 from sessiongate.core.keys import KeyRef
@@ -47,6 +46,7 @@ from sessiongate.core.rotation import (
     temporal_action,
 )
 from sessiongate.core.segments import (
+    Message,
     MessageStatus,
     RecallFragment,
     Role,
@@ -55,8 +55,10 @@ from sessiongate.core.segments import (
     SessionKeyRecord,
 )
 from sessiongate.errors import ModelError, SessionGateError, TurnTimeout
-from sessiongate.models.base import ReplyModel, TextDelta, Usage
+from sessiongate.models.base import ReplyModel
+from sessiongate.service.agent_turn import AgentRuntime, AgentTurn, Appender
 from sessiongate.service.agents import AgentProfile, pick_agent
+from sessiongate.service.model_steps import ReplyText, StepCut, stream_step
 from sessiongate.service.sessions import (
     Caller,
     SessionService,
@@ -86,8 +88,11 @@ class TurnService:
         judges: Mapping[str, TopicJudge],
         *,
         max_reply_chars: int = 200_000,
+        runtime: AgentRuntime | None = None,
     ) -> None:
         self.sessions = sessions
+        #: Runs turns of agents with tools or a plan (agents/runtime.py); None: text only.
+        self.runtime = runtime
         self.max_reply_chars = max_reply_chars
         self.agents = agents
         self.models = models
@@ -268,7 +273,7 @@ class TurnService:
             last_activity_at=max(segment.last_activity_at, message.created_at),
         )
         context = await self._assemble(ref, agent, segment, fragments)
-        await self._reply(ref, record, agent, segment, context, handle)
+        await self._reply(ref, record, agent, segment, context, handle, inbound, content)
 
     async def _semantic_decision(
         self,
@@ -318,6 +323,7 @@ class TurnService:
             context_files=agent.context_files,
             recalled=fragments,
             token_budget=agent.token_budget,
+            max_tool_result_chars=agent.max_tool_result_chars,
         )
 
     async def _reply(
@@ -328,79 +334,84 @@ class TurnService:
         segment: Segment,
         context: AssembledContext,
         handle: TurnHandle,
+        inbound: InboundTurn,
+        content: str,
     ) -> None:
         override = record.overrides.get("reply_model")
         names = [override or agent.reply_model, *agent.fallback_models]
-        wire = context.to_wire()
-        last_error: ModelError | None = None
-        for name in dict.fromkeys(names):
-            model = self.models.get(name)
-            if model is None:
-                last_error = ModelError(f"model {name!r} is not configured", code="model_missing")
-                continue
-            reply = _ReplyText(self.max_reply_chars)
-            usage = Usage()
-            handle.model = name
-            asked = time.perf_counter()
-            stream = model.stream(wire)
-            try:
-                async for chunk in stream:
-                    if isinstance(chunk, TextDelta):
-                        text = reply.take(chunk.text)
-                        if text:
-                            first = reply.first
-                            if first:
-                                handle.first_token_seconds = time.perf_counter() - asked
-                            handle.emit(TokenEvent(text))
-                            if first:
-                                # Let the transport send the first token now, even when
-                                # the rest of the reply is already buffered.
-                                await asyncio.sleep(0)
-                        if reply.full:
-                            break
-                    else:
-                        usage = chunk
-                if isinstance(stream, AsyncGenerator):
-                    # Close the upstream stream now (a cut reply stops the model), not
-                    # whenever the generator is collected.
-                    await stream.aclose()
-            except ModelError as exc:
-                last_error = exc
-                if reply.parts:
-                    # Text already reached the client: keep it, marked, and never switch
-                    # model silently mid-reply.
-                    await self._keep_interrupted(ref, segment, handle, name, reply, exc.code)
-                    break
-                continue
-            except asyncio.CancelledError:
-                if reply.parts:
-                    await self._keep_interrupted(ref, segment, handle, name, reply, "cancelled")
-                raise
-            metadata: dict[str, Any] = {
-                "turn_id": handle.turn_id,
-                "model": name,
-                "usage": usage.to_dict(),
-                "context": {
-                    "messages": len(context.messages),
-                    "tokens": context.token_estimate,
-                    "dropped": context.dropped_messages,
-                },
-            }
-            if reply.full:
-                metadata["truncated"] = True
-            message = await self.sessions.append_message(
+        if agent.uses_tools and self.runtime is not None:
+            await self.runtime.run(
+                AgentTurn(
+                    ref=ref,
+                    session_id=segment.session_id,
+                    agent=agent,
+                    handle=handle,
+                    context=context,
+                    model_names=names,
+                    caller=inbound.caller,
+                    content=content,
+                    depth=inbound.depth,
+                    max_reply_chars=self.max_reply_chars,
+                    append=self._appender(ref, segment.session_id),
+                )
+            )
+            return
+        try:
+            step = await stream_step(
+                self.models,
+                names,
+                context.to_wire(inline_tool_steps=True),
+                handle,
+                max_reply_chars=self.max_reply_chars,
+            )
+        except StepCut as cut:
+            # Text already reached the client: keep it, marked, and never switch model
+            # silently mid-reply.
+            await self._keep_interrupted(ref, segment, handle, cut.model, cut.reply, cut.cause)
+            if cut.error is None:
+                raise asyncio.CancelledError from cut
+            raise cut.error from None
+        metadata: dict[str, Any] = {
+            "turn_id": handle.turn_id,
+            "model": step.model,
+            "usage": step.usage.to_dict(),
+            "context": {
+                "messages": len(context.messages),
+                "tokens": context.token_estimate,
+                "dropped": context.dropped_messages,
+            },
+        }
+        if step.reply.full:
+            metadata["truncated"] = True
+        message = await self.sessions.append_message(
+            ref,
+            segment.session_id,
+            role=Role.ASSISTANT,
+            content=step.text,
+            now=self.sessions.clock.now(),
+            metadata=metadata,
+        )
+        status = "truncated" if step.reply.full else "complete"
+        handle.emit(EndEvent(message.message_id, message.seq, step.usage.to_dict(), status))
+
+    def _appender(self, ref: KeyRef, session_id: str) -> Appender:
+        async def append(
+            role: Role,
+            content: str,
+            metadata: dict[str, Any],
+            status: MessageStatus = MessageStatus.COMPLETE,
+        ) -> Message:
+            return await self.sessions.append_message(
                 ref,
-                segment.session_id,
-                role=Role.ASSISTANT,
-                content=reply.text(),
+                session_id,
+                role=role,
+                content=content,
                 now=self.sessions.clock.now(),
+                status=status,
                 metadata=metadata,
             )
-            status = "truncated" if reply.full else "complete"
-            handle.emit(EndEvent(message.message_id, message.seq, usage.to_dict(), status))
-            return
-        assert last_error is not None
-        handle.fail(last_error.code, last_error.message, last_error.status)
+
+        return append
 
     async def _keep_interrupted(
         self,
@@ -408,7 +419,7 @@ class TurnService:
         segment: Segment,
         handle: TurnHandle,
         model: str,
-        reply: _ReplyText,
+        reply: ReplyText,
         cause: str,
     ) -> None:
         handle.status = "interrupted"
@@ -421,37 +432,6 @@ class TurnService:
             status=MessageStatus.INTERRUPTED,
             metadata={"turn_id": handle.turn_id, "model": model, "interrupted_by": cause},
         )
-
-
-class _ReplyText:
-    """The reply as it streams, cut at `limit` characters."""
-
-    __slots__ = ("first", "full", "limit", "parts", "size")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.parts: list[str] = []
-        self.size = 0
-        self.first = False
-        self.full = False
-
-    def take(self, text: str) -> str:
-        """The part of `text` that fits; sets `first` for the first non-empty piece and
-        `full` once the limit is reached."""
-        if not text or self.full:
-            self.first = False
-            return ""
-        room = self.limit - self.size
-        if len(text) >= room:
-            text = text[:room]
-            self.full = True
-        self.first = not self.parts
-        self.parts.append(text)
-        self.size += len(text)
-        return text
-
-    def text(self) -> str:
-        return "".join(self.parts)
 
 
 def _rotation_event(record: RotationRecord) -> RotationEvent:

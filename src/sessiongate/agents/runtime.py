@@ -1,0 +1,76 @@
+"""The agent runtime: picks the tools a turn may use and runs the agent's runner.
+
+It implements the turn service's `AgentRuntime` port (service/agent_turn.py). Start-up
+checks live here too: an agent whose `chat` runner offers tools needs reply models that
+support them, and an agent may only name a runner that exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sessiongate.agents.delegate import MAX_DEPTH, PREFIX
+from sessiongate.agents.registry import ToolRegistry
+from sessiongate.agents.runner_chat import run_chat
+from sessiongate.agents.runner_plan import run_plan
+from sessiongate.agents.tools import Tool, ToolContext
+from sessiongate.errors import ConfigError
+from sessiongate.models.base import ReplyModel, capabilities_of
+from sessiongate.service.agent_turn import AgentTurn
+from sessiongate.service.agents import AgentProfile
+
+
+class AgentRunner:
+    def __init__(self, models: Mapping[str, ReplyModel], registry: ToolRegistry) -> None:
+        self.models = models
+        self.registry = registry
+
+    async def tools_for(self, agent: AgentProfile, *, primary: bool, depth: int = 0) -> dict[str, Tool]:
+        """What `agent` offers a user (primary or not) at this delegation depth."""
+        tools = await self.registry.offered(agent.tools, agent.tools_non_primary, primary=primary)
+        # An agent is never its own tool (that is recursion, not delegation).
+        tools.pop(PREFIX + agent.name, None)
+        if depth >= MAX_DEPTH:
+            tools = {n: t for n, t in tools.items() if not n.startswith(PREFIX)}
+        return tools
+
+    async def run(self, turn: AgentTurn) -> None:
+        agent = turn.agent
+        tools = await self.tools_for(agent, primary=turn.caller.primary, depth=turn.depth)
+        context = ToolContext(
+            user=turn.ref.owner,
+            primary=turn.caller.primary,
+            key=turn.ref,
+            agent=agent.name,
+            turn_id=turn.handle.turn_id,
+            depth=turn.depth,
+        )
+        if agent.runner == "plan_execute":
+            await run_plan(turn, self.models, tools, context)
+            return
+        first = self.models.get(turn.model_names[0])
+        # A session override may name a model without tool support: it then answers
+        # without tools, the thread's steps written as text (never a rejected request).
+        native = first is not None and capabilities_of(first).tools
+        await run_chat(turn, self.models, tools, context, native_tools=native)
+
+
+def check_agents(agents: Mapping[str, AgentProfile], models: Mapping[str, ReplyModel]) -> None:
+    """Refuse at start-up an agent that needs what its models lack."""
+    problems = []
+    for agent in agents.values():
+        if agent.runner not in ("chat", "plan_execute"):
+            problems.append(f"agents.{agent.name}.runner: unknown runner {agent.runner!r}")
+        if agent.runner != "chat" or not agent.tools:
+            continue
+        for name in (agent.reply_model, *agent.fallback_models):
+            model = models.get(name)
+            if model is not None and not capabilities_of(model).tools:
+                problems.append(
+                    f"agents.{agent.name}: it offers tools (tools = {list(agent.tools)}) but"
+                    f" its model {name!r} cannot call tools; use a model with provider"
+                    ' "openai" or "anthropic", or runner = "plan_execute" (which needs no'
+                    " native tool calls)"
+                )
+    if problems:
+        raise ConfigError("\n".join(problems))
