@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from sessiongate.config_base import Duration, OptionalDuration, Section
 from sessiongate.config_tools import (
+    SERVER_NAME,
     McpServerConfig,
     NotesConfig,
     Runner,
@@ -56,10 +57,16 @@ class ServerConfig(_Section):
 
 
 class CompatConfig(_Section):
-    """The agents behind seed 001's two WebSocket endpoints."""
+    """The agents and keys behind the source designs' own clients."""
 
+    #: Seed 001's two WebSocket endpoints.
     claude_agent: str = "main"
     codex_agent: str = "main"
+    #: Seed 002's `POST /chat`: its agent, its key (`{user}` is the caller's name), and
+    #: the models its `provider` field picks (`{openai = "gpt", ollama = "local"}`).
+    lifehub_agent: str = "main"
+    lifehub_key: str = "lifehub:{user}"
+    providers: dict[str, str] = {}
 
 
 class DatabaseConfig(_Section):
@@ -333,6 +340,17 @@ def cross_check(settings: Settings) -> list[str]:
         for name in names:
             if name is not None and name not in known:
                 problems.append(f"agents.{agent_name}: model {name!r} is not defined in [models]")
+    for provider, name in settings.compat.providers.items():
+        if name not in known:
+            problems.append(
+                f"compat.providers.{provider}: model {name!r} is not defined in [models]"
+            )
+    for server in settings.mcp:
+        if not SERVER_NAME.fullmatch(server):
+            problems.append(
+                f"mcp.{server}: a server name is 1-32 letters, digits or '-' (it prefixes"
+                " its tools as <server>__<tool>)"
+            )
     return problems
 
 

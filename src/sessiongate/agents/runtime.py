@@ -15,7 +15,7 @@ from sessiongate.agents.runner_chat import run_chat
 from sessiongate.agents.runner_plan import run_plan
 from sessiongate.agents.tools import Tool, ToolContext
 from sessiongate.errors import ConfigError
-from sessiongate.models.base import ReplyModel, capabilities_of
+from sessiongate.models.base import ReplyModel, ToolSpec, capabilities_of
 from sessiongate.service.agent_turn import AgentTurn
 from sessiongate.service.agents import AgentProfile
 
@@ -25,7 +25,9 @@ class AgentRunner:
         self.models = models
         self.registry = registry
 
-    async def tools_for(self, agent: AgentProfile, *, primary: bool, depth: int = 0) -> dict[str, Tool]:
+    async def tools_for(
+        self, agent: AgentProfile, *, primary: bool, depth: int = 0
+    ) -> dict[str, Tool]:
         """What `agent` offers a user (primary or not) at this delegation depth."""
         tools = await self.registry.offered(agent.tools, agent.tools_non_primary, primary=primary)
         # An agent is never its own tool (that is recursion, not delegation).
@@ -33,6 +35,12 @@ class AgentRunner:
         if depth >= MAX_DEPTH:
             tools = {n: t for n, t in tools.items() if not n.startswith(PREFIX)}
         return tools
+
+    async def describe_tools(
+        self, agent: AgentProfile, *, primary: bool
+    ) -> list[tuple[ToolSpec, str]]:
+        tools = await self.tools_for(agent, primary=primary)
+        return [(tool.spec, tool.source) for tool in tools.values()]
 
     async def run(self, turn: AgentTurn) -> None:
         agent = turn.agent

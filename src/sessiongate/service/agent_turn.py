@@ -17,6 +17,7 @@ from sessiongate.core.context import AssembledContext
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Message, MessageStatus, Role
 from sessiongate.core.users import Caller
+from sessiongate.models.base import ToolSpec
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.turn_handle import TurnHandle
 
@@ -51,3 +52,9 @@ class AgentTurn:
 
 class AgentRuntime(Protocol):
     async def run(self, turn: AgentTurn) -> None: ...
+
+    async def describe_tools(
+        self, agent: AgentProfile, *, primary: bool
+    ) -> list[tuple[ToolSpec, str]]:
+        """What `agent` offers a user: each tool's spec and its source."""
+        ...

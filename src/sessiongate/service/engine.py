@@ -107,10 +107,12 @@ def build_engine(
         agents = build_profiles(settings, config_dir)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    for field in ("claude_agent", "codex_agent"):
-        bound = getattr(settings.compat, field)
+    for binding in ("claude_agent", "codex_agent", "lifehub_agent"):
+        bound = getattr(settings.compat, binding)
         if bound not in agents:
-            raise ConfigError(f"compat.{field}: no agent named {bound!r} (have: {sorted(agents)})")
+            raise ConfigError(
+                f"compat.{binding}: no agent named {bound!r} (have: {sorted(agents)})"
+            )
     store, user_store, locks = build_store(settings)
     sessions = SessionService(
         store,

@@ -30,6 +30,9 @@ class InboundTurn:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Agent-as-tool delegation depth: 0 for a user's own turn.
     depth: int = 0
+    #: A reply model for this turn only (seed 002's `provider` switch); it wins over the
+    #: session's override and the agent's model.
+    reply_model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,6 +147,23 @@ class TurnService:
         configured. Every transport asks here."""
         return pick_agent(dict(self.agents), name)
 
+    async def offered_tools(self, agent_name: str | None, caller: Caller) -> list[dict[str, Any]]:
+        """The tools `agent_name` offers this caller: name, description, parameters and
+        source (`GET /v1/tools`)."""
+        agent = self.agent(agent_name)
+        if self.runtime is None or not agent.tools:
+            return []
+        described = await self.runtime.describe_tools(agent, primary=caller.primary)
+        return [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": dict(spec.parameters),
+                "source": source,
+            }
+            for spec, source in described
+        ]
+
     async def preview_context(
         self,
         key: str,
@@ -337,7 +354,7 @@ class TurnService:
         inbound: InboundTurn,
         content: str,
     ) -> None:
-        override = record.overrides.get("reply_model")
+        override = inbound.reply_model or record.overrides.get("reply_model")
         names = [override or agent.reply_model, *agent.fallback_models]
         if agent.uses_tools and self.runtime is not None:
             await self.runtime.run(
