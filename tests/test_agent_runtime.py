@@ -338,3 +338,24 @@ async def test_a_cancelled_turn_during_tools_keeps_everything(
     messages = await stored(engine)
     assert [m.role for m in messages] == [Role.USER, Role.ASSISTANT, Role.TOOL]
     assert messages[-1].metadata["status"] == "interrupted"
+
+
+async def test_a_tool_turn_survives_export_and_import(
+    tmp_path: Path, clock: ManualClock, running: list[Engine]
+) -> None:
+    model = ToolModel([Call("add", {"a": 1, "b": 1}, "c1")], "two")
+    engine = agent_engine(tmp_path, clock, model)
+    running.append(engine)
+    await collect(engine, "one plus one")
+    lines = await engine.sessions.export(KEY, Caller("alice"))
+    await engine.sessions.import_chain(lines, Caller("alice"), key="copy")
+    latest = await engine.store.latest_segment(KeyRef("alice", "copy"))
+    copied = await engine.store.list_messages(latest.session_id)
+    assert [m.role for m in copied] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert copied[2].metadata["tool_call_id"] == "c1" and copied[2].content == "2"
+    model.steps = ["fine"]
+    model.requests.clear()
+    await collect(engine, "and then?", key="copy")
+    assert [m["role"] for m in model.requests[0].messages] == [
+        "user", "assistant", "tool", "assistant", "user"
+    ]  # fmt: skip

@@ -228,7 +228,7 @@ HAND_WRITTEN = {
         rs, overrides={"lifecycle": {"idle_window": "999999999999999999d"}}
     ),
     "system-role": _break_first("message", role="system"),
-    "tool-role": _break_first("message", role="tool"),
+    "tool-role-answering-nothing": _break_first("message", role="tool"),
     "cleared-past-int64": _break_first("segment", cleared_after_seq=2**63),
     "cleared-past-messages": _break_first("segment", cleared_after_seq=50),
     "seq-past-int64": _break_first("message", seq=2**63),

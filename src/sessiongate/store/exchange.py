@@ -35,8 +35,10 @@ FORMAT_VERSION = 1
 #: A single export line larger than this is refused before JSON parsing.
 MAX_LINE_BYTES = 4 * 1024 * 1024
 #: Roles the API writes. An export holding any other (`system`, say) did not come from
-#: a gateway, and a thread with a stray one could break every later turn.
-IMPORTABLE_ROLES = frozenset({Role.USER, Role.ASSISTANT})
+#: a gateway, and a thread with a stray one could break every later turn. `tool` results
+#: are safe to take: context assembly pairs them with their calls and leaves out any that
+#: answer none (core/tool_calls.py), so a hand-written one cannot break a model call.
+IMPORTABLE_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL})
 #: Every number a store keeps fits a signed 64-bit integer.
 MAX_STORED_INT = 2**63 - 1
 
@@ -206,6 +208,8 @@ class _ChainBuilder:
             raise self.fail("a message must follow its own segment's line")
         if line.role not in IMPORTABLE_ROLES:
             raise self.fail(f"role {line.role.value!r} is not one the gateway writes")
+        if line.role is Role.TOOL and not isinstance(line.metadata.get("tool_call_id"), str):
+            raise self.fail("a tool message needs metadata.tool_call_id (the call it answers)")
         _check_finite(line.metadata, self.fail)
         expected = self.segment_counts[line.session_id] + 1
         if line.seq != expected:
