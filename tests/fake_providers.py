@@ -27,7 +27,15 @@ from sessiongate.config import Settings
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.errors import ModelError
-from sessiongate.models.base import ReplyModel, TextDelta, Usage, WireMessage
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    ModelOptions,
+    ReplyModel,
+    TextDelta,
+    ToolCallChunk,
+    Usage,
+    WireMessage,
+)
 from sessiongate.service.engine import Engine, build_engine
 
 
@@ -54,6 +62,7 @@ class Seen:
     headers: dict[str, str]
     body: Any
     at: float
+    raw: bytes = b""  # the body's bytes as they came
 
 
 class FakeServer:
@@ -119,7 +128,7 @@ async def _read_request(reader: asyncio.StreamReader) -> Seen | None:
             headers[name.strip().lower()] = value.strip()
     raw = await reader.readexactly(int(headers.get("content-length", "0")))
     body = json.loads(raw) if raw else None
-    return Seen(parts[0], parts[1], headers, body, time.monotonic())
+    return Seen(parts[0], parts[1], headers, body, time.monotonic(), raw)
 
 
 async def _respond(writer: asyncio.StreamWriter, reply: Reply, closing: asyncio.Event) -> None:
@@ -325,3 +334,173 @@ async def assistant_message(engine: Engine, key: str = "chat:alice") -> tuple[st
     messages = await engine.store.list_messages(segment.session_id)
     (reply,) = [m for m in messages if m.role is Role.ASSISTANT]
     return reply.content, reply.metadata
+
+
+# -- tool calls -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FakeCall:
+    """One tool call a fake server streams: its arguments sent in `pieces`."""
+
+    call_id: str
+    name: str
+    pieces: tuple[str, ...]
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.pieces)
+
+
+def split_arguments(call_id: str, name: str, arguments: str, size: int = 3) -> FakeCall:
+    """A call whose arguments arrive `size` characters at a time."""
+    pieces = tuple(arguments[i : i + size] for i in range(0, len(arguments), size))
+    return FakeCall(call_id, name, pieces)
+
+
+def openai_tool_chunk(pieces: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
+    """A chat-completions chunk whose delta carries `tool_calls` pieces as they are."""
+    chunk = openai_chunk(finish=finish)
+    chunk["choices"][0]["delta"] = {"tool_calls": pieces}
+    return chunk
+
+
+def openai_tool_pieces(calls: Sequence[FakeCall], *, interleave: bool = False) -> list[str]:
+    """SSE frames of `delta.tool_calls` pieces: each call's first piece has its index, id,
+    name and no arguments, then one piece per argument fragment. `interleave` sends the
+    calls' fragments round-robin, as parallel calls arrive from a real server."""
+    per_call: list[list[dict[str, Any]]] = []
+    for index, call in enumerate(calls):
+        first = {
+            "index": index,
+            "id": call.call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        rest = [{"index": index, "function": {"arguments": p}} for p in call.pieces]
+        per_call.append([first, *rest])
+    if interleave:
+        longest = max((len(p) for p in per_call), default=0)
+        order = [p[i] for i in range(longest) for p in per_call if i < len(p)]
+    else:
+        order = [piece for pieces in per_call for piece in pieces]
+    return [sse(openai_tool_chunk([piece])) for piece in order]
+
+
+def openai_tool_events(
+    tokens: list[str],
+    calls: Sequence[FakeCall],
+    *,
+    interleave: bool = False,
+    finish: str | None = "tool_calls",
+    done: bool = True,
+    usage: tuple[int, int] | None = (11, 7),
+) -> list[str]:
+    """`openai_events` with tool-call pieces after the text; `finish=None` leaves out the
+    finish chunk and the usage chunk (with `done=False` the body just ends)."""
+    frames = openai_events(tokens, finish=False, done=False)
+    frames += openai_tool_pieces(calls, interleave=interleave)
+    if finish is not None:
+        frames.append(sse(openai_chunk(finish=finish)))
+        if usage is not None:
+            chunk = openai_chunk()
+            chunk["choices"] = []
+            chunk["usage"] = {
+                "prompt_tokens": usage[0],
+                "completion_tokens": usage[1],
+                "total_tokens": sum(usage),
+            }
+            frames.append(sse(chunk))
+    if done:
+        frames.append(sse("[DONE]"))
+    return frames
+
+
+def anthropic_tool_events(
+    tokens: list[str],
+    calls: Sequence[FakeCall],
+    *,
+    input_tokens: int = 13,
+    output_tokens: int = 5,
+    close_last: bool = True,
+    stop_reason: bool = True,
+    message_stop: bool = True,
+) -> list[str]:
+    """`anthropic_events` with a text block (index 0, when there are tokens) and then one
+    `tool_use` block per call, its input as `input_json_delta` pieces. `close_last=False`
+    leaves the last call's block without its content_block_stop; `stop_reason=False` ends
+    before the message_delta."""
+    frames = anthropic_events(
+        tokens, input_tokens=input_tokens, stop_reason=False, message_stop=False
+    )
+    if tokens:
+        frames.append(sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
+    first = 1 if tokens else 0
+    if not tokens:  # anthropic_events opened an empty text block 0: drop it
+        frames = [f for f in frames if '"content_block_start"' not in f]
+    for offset, call in enumerate(calls):
+        index = first + offset
+        block = {"type": "tool_use", "id": call.call_id, "name": call.name, "input": {}}
+        frames.append(
+            sse(
+                {"type": "content_block_start", "index": index, "content_block": block},
+                "content_block_start",
+            )
+        )
+        for piece in call.pieces:
+            delta = {"type": "input_json_delta", "partial_json": piece}
+            frames.append(
+                sse(
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                    "content_block_delta",
+                )
+            )
+        if close_last or offset < len(calls) - 1:
+            frames.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    if stop_reason:
+        frames.append(
+            sse(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                    "usage": {"output_tokens": output_tokens},
+                },
+                "message_delta",
+            )
+        )
+    if message_stop:
+        frames.append(sse({"type": "message_stop"}, "message_stop"))
+    return frames
+
+
+@dataclass
+class ToolOutcome(Outcome):
+    """An `Outcome` that also keeps the tool calls, and the order chunks came in
+    ("text", "call", "usage")."""
+
+    calls: list[ToolCallChunk] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)
+
+
+async def consume_with(
+    model: ReplyModel, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+) -> ToolOutcome:
+    """`consume` for a request with options, keeping tool calls apart from the usage."""
+    outcome = ToolOutcome()
+    started = time.monotonic()
+    try:
+        async for chunk in model.stream(messages, options):
+            if isinstance(chunk, TextDelta):
+                outcome.text += chunk.text
+                outcome.tokens += 1
+                outcome.order.append("text")
+            elif isinstance(chunk, ToolCallChunk):
+                outcome.calls.append(chunk)
+                outcome.order.append("call")
+            else:
+                outcome.usage = chunk
+                outcome.order.append("usage")
+    except ModelError as exc:
+        outcome.error = exc
+    outcome.seconds = time.monotonic() - started
+    return outcome

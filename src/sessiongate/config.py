@@ -242,6 +242,8 @@ class LimitsConfig(_Section):
     #: WebSocket frames waiting behind a running turn, per socket; one more is refused
     #: with an error frame naming it.
     ws_max_queued_frames: int = Field(64, ge=1, le=10_000)
+    #: The largest file a tool may keep as an artifact (an image, audio), in bytes.
+    max_artifact_bytes: int = Field(25 * 1_048_576, ge=1024, le=1_073_741_824)
 
     @property
     def ws_transport_max_bytes(self) -> int:

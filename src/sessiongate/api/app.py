@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from sessiongate import __version__
-from sessiongate.api import lifehub, openai_compat, rest, seed_compat, tools, websocket
+from sessiongate.api import artifacts, lifehub, openai_compat, rest, seed_compat, tools, websocket
 from sessiongate.api.auth import current_user
 from sessiongate.api.errors import install_error_handlers
 from sessiongate.api.limits import BodyLimitMiddleware
@@ -120,4 +120,5 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.include_router(seed_compat.router)
     app.include_router(tools.router)
     app.include_router(lifehub.router)
+    app.include_router(artifacts.router)
     return app

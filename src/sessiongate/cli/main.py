@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sessiongate.cli.demo import fresh_demo_database, run_demo
+from sessiongate.cli.mcp import mcp_app
 from sessiongate.config import Settings, cross_check, load_settings
 from sessiongate.errors import ConfigError, InvalidInput, SessionGateError, SessionNotFound
 from sessiongate.service.engine import Engine, build_engine
@@ -30,6 +31,7 @@ users_app = typer.Typer(help="Manage users and API keys.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(users_app, name="users")
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(mcp_app, name="mcp")
 
 console = Console()
 errors = Console(stderr=True)

@@ -1,10 +1,12 @@
 """The `command` provider: an external relay program as the reply model.
 
 The configured argv runs without a shell. It gets the turn as one JSON object
-`{"messages": [...]}` on stdin (then EOF) and writes the reply to stdout, which is streamed
-as it arrives. A non-zero exit is a failure even after some text, so a relay that dies
-half-way never looks like a finished answer. The child runs in its own process group, so
-a timeout or a consumer that stops listening kills the relay and anything it started.
+`{"messages": [...]}` on stdin (then EOF), each message's `content` a string (the text of a
+message made of parts; images are left out, as the relay is a text-only model), and writes
+the reply to stdout, which is streamed as it arrives. A non-zero exit is a failure even
+after some text, so a relay that dies half-way never looks like a finished answer. The child
+runs in its own process group, so a timeout or a consumer that stops listening kills the
+relay and anything it started.
 An exit with code 0 after EOF on stdout is the end of a complete reply (the relay's only
 end marker).
 
@@ -23,12 +25,22 @@ import os
 import signal
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sessiongate.config import ModelConfig
 from sessiongate.core.context import estimate_tokens
 from sessiongate.errors import ConfigError, ModelError
-from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    TEXT_ONLY,
+    ModelCapabilities,
+    ModelChunk,
+    ModelOptions,
+    TextDelta,
+    Usage,
+    WireMessage,
+    text_of,
+)
 
 log = logging.getLogger("sessiongate.models")
 
@@ -38,6 +50,9 @@ _STDERR_KEEP = 8192
 
 
 class CommandModel:
+    #: The relay protocol carries text only.
+    capabilities: ClassVar[ModelCapabilities] = TEXT_ONLY
+
     def __init__(
         self, name: str, argv: Sequence[str], *, timeout: float = 120.0, stderr_chars: int = 500
     ) -> None:
@@ -59,8 +74,11 @@ class CommandModel:
             )
         return cls(name, config.command, timeout=config.read_timeout.total_seconds())
 
-    async def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
-        payload = json.dumps({"messages": [dict(m) for m in messages]}).encode()
+    async def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
+        # `options` is ignored: a text-only model is never offered tools (base.ReplyModel).
+        payload = json.dumps({"messages": [_relay_message(m) for m in messages]}).encode()
         deadline = asyncio.get_running_loop().time() + self.timeout
         proc = await self._spawn()
         feeder = asyncio.create_task(_feed(proc, payload))
@@ -93,7 +111,7 @@ class CommandModel:
         finally:
             await _reap(proc, feeder, stderr)
         yield Usage(
-            prompt_tokens=sum(estimate_tokens(m.get("content", "")) for m in messages),
+            prompt_tokens=sum(estimate_tokens(text_of(m.get("content", ""))) for m in messages),
             completion_tokens=estimate_tokens("".join(parts)),
         )
 
@@ -148,6 +166,15 @@ class CommandModel:
             extra={"model": self.label, "code": code, "detail": detail, "program": self.argv[0]},
         )
         return ModelError(message, code=code, retryable=retryable)
+
+
+def _relay_message(message: WireMessage) -> dict[str, Any]:
+    """A message as the relay gets it: as it is, but with string content, which is what
+    relays written for the text-only protocol expect."""
+    relayed = dict(message)
+    if not isinstance(relayed.get("content", ""), str):
+        relayed["content"] = text_of(relayed["content"])
+    return relayed
 
 
 async def _feed(proc: asyncio.subprocess.Process, payload: bytes) -> None:

@@ -7,18 +7,33 @@ was asked, so a fresh install works end to end without pretending to be an assis
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import ClassVar
 
 from sessiongate.core.context import estimate_tokens
-from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    TEXT_ONLY,
+    ModelCapabilities,
+    ModelChunk,
+    ModelOptions,
+    TextDelta,
+    Usage,
+    WireMessage,
+    text_of,
+)
 
 
 class OfflineModel:
+    #: No tools, images or JSON mode: it only echoes text back.
+    capabilities: ClassVar[ModelCapabilities] = TEXT_ONLY
+
     def __init__(self, name: str = "offline") -> None:
         self.name = name
 
     def reply_for(self, messages: Sequence[WireMessage]) -> str:
         last_user = next(
-            (m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), ""
+            (text_of(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"),
+            "",
         )
         history = sum(1 for m in messages if m.get("role") in ("user", "assistant"))
         quoted = last_user if len(last_user) <= 200 else last_user[:197] + "..."
@@ -28,9 +43,12 @@ class OfflineModel:
             "Configure a model under [models] in the config file to get real replies."
         )
 
-    async def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
+    async def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
+        # `options` is ignored: a text-only model is never offered tools (base.ReplyModel).
         text = self.reply_for(messages)
         for word in text.split(" "):
             yield TextDelta(word + " ")
-        prompt = sum(estimate_tokens(m.get("content", "")) for m in messages)
+        prompt = sum(estimate_tokens(text_of(m.get("content", ""))) for m in messages)
         yield Usage(prompt_tokens=prompt, completion_tokens=estimate_tokens(text))

@@ -6,11 +6,15 @@ already reached the client, after which retrying would silently restart the answ
 
 When a reply is complete: the first choice reported a `finish_reason`. That is the model
 saying why it stopped ("stop", "length", "content_filter", "tool_calls"), and every text
-delta of the choice comes before it. `data: [DONE]` is only the server's end of the SSE
-stream: it ends the reading, but on its own it is not enough (a server or proxy that gives
-up mid-generation can still close the stream with it), so `[DONE]` or a clean end of the
-body without a `finish_reason` raises `IncompleteStream` after the text that came.
-The other way round, a `finish_reason` followed by a body that closes, breaks or goes
+delta and tool-call piece of the choice comes before it. Tool calls stream in pieces
+(models/openai_wire.py assembles them) and are yielded whole, after the text, when the
+finish_reason arrives: before it, a call's arguments may still grow.
+
+`data: [DONE]` is only the server's end of the SSE stream: it ends the reading, but on its
+own it is not enough (a server or proxy that gives up mid-generation can still close the
+stream with it), so `[DONE]` or a clean end of the body without a `finish_reason` raises
+`IncompleteStream` after the text that came (a tool call not finished by then is never
+yielded). The other way round, a `finish_reason` followed by a body that closes, breaks or goes
 quiet before `[DONE]` is a complete reply: the text is whole by the model's own account,
 only the trailing usage chunk and `[DONE]` are missing (usage is then estimated), and
 several compatible servers end the body without `[DONE]` at all. Marking such a reply
@@ -22,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import TypeGuard
+from typing import Any, ClassVar, TypeGuard
 
 import aiohttp
 import anyio
@@ -32,7 +36,17 @@ import orjson
 
 from sessiongate.config import ModelConfig
 from sessiongate.core.context import estimate_tokens
-from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    ModelCapabilities,
+    ModelChunk,
+    ModelOptions,
+    TextDelta,
+    Usage,
+    WireMessage,
+    text_of,
+)
+from sessiongate.models.openai_wire import ToolCallPieces, option_fields, to_openai
 from sessiongate.models.retry import (
     PLACEHOLDER_KEY,
     BadChunk,
@@ -84,6 +98,10 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 
 class OpenAIChatModel:
+    capabilities: ClassVar[ModelCapabilities] = ModelCapabilities(
+        tools=True, images=True, json_output=True
+    )
+
     def __init__(
         self,
         name: str,
@@ -118,27 +136,36 @@ class OpenAIChatModel:
     def from_config(cls, name: str, config: ModelConfig) -> OpenAIChatModel:
         return cls(name, **sdk_adapter_kwargs(name, config))
 
-    def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
-        wire = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
+    def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai(messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        # After the fixed fields, and only what `options` ask for: a text-only request's
+        # body stays byte for byte what it was.
+        payload.update(option_fields(options))
         return stream_with_retries(
-            lambda: self._attempt(wire), self._classify, self._policy, label=self.label
+            lambda: self._attempt(payload, messages),
+            self._classify,
+            self._policy,
+            label=self.label,
         )
 
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _attempt(self, wire: list[dict[str, str]]) -> AsyncGenerator[ModelChunk, None]:
+    async def _attempt(
+        self, payload: dict[str, Any], messages: Sequence[WireMessage]
+    ) -> AsyncGenerator[ModelChunk, None]:
         # The SDK sends the request (auth, base URL, timeouts, typed status errors) through
         # its public `post` for custom requests, asked for the `httpx2.Response` itself with
         # the body left unread, and the SSE lines are parsed here: the typed `create` path
         # transforms every message and builds a model per chunk, ~0.17 ms each, which at a
         # 50-message window was most of the gateway's CPU per turn (bench/gateway_load.py).
-        payload = {
-            "model": self.model,
-            "messages": wire,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
         response = await self._client.post(
             "/chat/completions",
             cast_to=httpx2.Response,
@@ -147,6 +174,7 @@ class OpenAIChatModel:
             stream=True,
         )
         parts: list[str] = []
+        calls = ToolCallPieces()
         usage: Usage | None = None
         finished = False
         try:
@@ -156,12 +184,17 @@ class OpenAIChatModel:
                 chunk = orjson.loads(data)
                 if isinstance(chunk, dict) and "error" in chunk:
                     raise StreamErrorObject(chunk["error"])
-                text, chunk_usage, chunk_finished = _read_chunk(chunk)
+                text, chunk_usage, chunk_finished = _read_chunk(chunk, calls)
                 usage = chunk_usage or usage
-                finished = finished or chunk_finished
                 if text:
                     parts.append(text)
                     yield TextDelta(text)
+                if chunk_finished and not finished:
+                    finished = True
+                    # Whatever the reason: arguments cut by "length" are invalid JSON,
+                    # which the tool registry answers to the model as an error.
+                    for call in calls.finish():
+                        yield call
         except _BODY_DROPS as exc:  # timeouts included
             if not finished:
                 raise
@@ -176,8 +209,8 @@ class OpenAIChatModel:
             raise StreamTruncated
         if usage is None:  # servers without stream_options support send no usage chunk
             usage = Usage(
-                prompt_tokens=sum(estimate_tokens(m["content"]) for m in wire),
-                completion_tokens=estimate_tokens("".join(parts)),
+                prompt_tokens=_estimate_prompt(messages),
+                completion_tokens=estimate_tokens("".join(parts) + calls.argument_text()),
             )
         yield usage
 
@@ -207,8 +240,18 @@ class OpenAIChatModel:
         return unexpected_failure(exc, key)
 
 
-def _read_chunk(chunk: object) -> tuple[str, Usage | None, bool]:
-    """`(text, usage, finished)` from one decoded chunk, its shape checked by hand."""
+def _estimate_prompt(messages: Sequence[WireMessage]) -> int:
+    total = 0
+    for message in messages:
+        total += estimate_tokens(text_of(message.get("content", "")))
+        for call in message.get("tool_calls") or ():
+            total += estimate_tokens(str(call.get("arguments", "")))
+    return total
+
+
+def _read_chunk(chunk: object, calls: ToolCallPieces) -> tuple[str, Usage | None, bool]:
+    """`(text, usage, finished)` from one decoded chunk, its shape checked by hand; its
+    tool-call pieces go to `calls`."""
     if not isinstance(chunk, dict):
         raise BadChunk("a chunk that is not a JSON object")
     choices = chunk.get("choices")
@@ -223,6 +266,9 @@ def _read_chunk(chunk: object) -> tuple[str, Usage | None, bool]:
         if content is not None and not isinstance(content, str):
             raise BadChunk("delta.content is not a string")
         text = content or ""
+        pieces = delta.get("tool_calls") if isinstance(delta, dict) else None
+        if pieces is not None:
+            calls.add(pieces)
         finished = choice.get("finish_reason") is not None
     raw = chunk.get("usage")
     if raw is None:

@@ -2,8 +2,9 @@
 of HTTP statuses and stream failures to `ModelError` codes, and the API-key lookup.
 
 The one rule that shapes all of it: an attempt may be retried only while nothing has been
-yielded to the caller. Once text has reached the client, a failure ends the turn with an
-error instead of silently starting the answer again.
+yielded to the caller. Once text or a tool call has reached the client, a failure ends the
+turn with an error instead of silently starting the answer again (or asking for a tool
+call the caller already holds a second time).
 
 What a client sees of a failure is a code and a short fixed message per category ("the
 model server answered 500"); the provider's own words (its error body, the transport's
@@ -116,6 +117,8 @@ async def stream_with_retries(
                 except Exception as exc:
                     failure = classify(exc, started)
                     break
+                # Any chunk counts, a ToolCallChunk as much as a TextDelta: the caller holds
+                # it, so a retry would answer (or ask for the tool) twice.
                 started = True
                 yield item
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessiongate.agents.builtin.source import builtin_tool_source
 from sessiongate.agents.delegate import AgentToolSource
 from sessiongate.agents.registry import ToolRegistry
 from sessiongate.agents.runtime import AgentRunner, check_agents
@@ -17,6 +18,7 @@ from sessiongate.models.base import ReplyModel
 from sessiongate.models.judge import ModelTopicJudge
 from sessiongate.models.offline import OfflineModel
 from sessiongate.service.agents import build_profiles
+from sessiongate.service.artifacts import ArtifactService, build_artifact_service
 from sessiongate.service.overrides import OverrideTargets
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.turns import TurnService
@@ -36,6 +38,8 @@ class Engine:
     settings: Settings
     #: Every tool source (built-ins, MCP servers, agents as tools).
     tools: ToolRegistry = field(default_factory=ToolRegistry)
+    #: Files tools made, served at GET /v1/artifacts/{id} (None: an engine without them).
+    artifacts: ArtifactService | None = None
 
     async def start(self) -> None:
         """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
@@ -125,8 +129,17 @@ def build_engine(
     )
     check_agents(agents, registry)
     tools = ToolRegistry()
+    if settings.mcp:
+        # Imported here so a gateway without MCP servers never loads the SDK.
+        from sessiongate.agents.mcp import McpToolSource
+
+        for server, server_config in settings.mcp.items():
+            tools.add_source(McpToolSource(server, server_config))
     delegates = AgentToolSource(list(agents))
     tools.add_source(delegates)
+    artifacts = build_artifact_service(settings, store, clock, sessions.ids)
+    sessions.on_erase(artifacts.delete_key)
+    tools.add_source(builtin_tool_source(settings, artifacts))
     turns = TurnService(
         sessions,
         agents,
@@ -137,7 +150,7 @@ def build_engine(
     )
     delegates.bind(turns.start_turn)
     users = UserService(user_store, clock)
-    return Engine(store, sessions, turns, users, settings, tools)
+    return Engine(store, sessions, turns, users, settings, tools, artifacts=artifacts)
 
 
 def build_store(settings: Settings) -> tuple[Store, UserStore, KeyLocks]:

@@ -6,7 +6,7 @@ with a turn on the same key.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -52,6 +52,8 @@ from sessiongate.store.recall import recall_words
 __all__ = ["Caller", "ChainView", "SessionService", "thread_segment_ids", "validate_recall"]
 
 RotationListener = Callable[[RotationRecord], None]
+#: Awaited after a key is erased, still under its lock (its artifacts go too).
+EraseHook = Callable[[KeyRef], Awaitable[object]]
 MAX_PAGE = 1000
 #: Sequence numbers and page cursors are stored as signed 64-bit integers.
 MAX_SEQ = 2**63 - 1
@@ -88,6 +90,7 @@ class SessionService:
         self.threads = ThreadCache()
         store.on_key_changed(self._key_changed_elsewhere)
         self._listeners: list[RotationListener] = []
+        self._erase_hooks: list[EraseHook] = []
 
     # -- hooks ------------------------------------------------------------------
 
@@ -399,6 +402,12 @@ class SessionService:
         async with self.locks.hold(ref):
             self.threads.drop(ref)
             await self.store.delete_key(ref)
+            for hook in self._erase_hooks:
+                await hook(ref)
+
+    def on_erase(self, hook: EraseHook) -> None:
+        """`hook(ref)` runs after each erasure of a key, under the key's lock."""
+        self._erase_hooks.append(hook)
 
 
 def validate_recall(query: object, rationale: object, limit: object) -> None:

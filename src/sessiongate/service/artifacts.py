@@ -1,0 +1,160 @@
+"""Artifacts: files tools make (images now; audio and attachments later), kept for their
+owner and served at `GET /v1/artifacts/{id}` (DESIGN.md §9).
+
+An artifact belongs to one user. Reading another user's artifact answers exactly as an
+unknown id does (`artifact_not_found`), so nobody learns that it exists. An artifact made
+in a conversation names its key, and goes when that key is erased.
+
+Bytes are written before the row: a crash between the two leaves an unreferenced file,
+never a row whose file is missing. Erasure removes the rows first for the same reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from pathlib import Path
+
+from sessiongate.config import Settings
+from sessiongate.core.clock import Clock
+from sessiongate.core.ids import IdGenerator, is_session_id
+from sessiongate.core.keys import KeyRef, validate_session_key
+from sessiongate.errors import ContentTooLarge, InvalidInput, NotFound
+from sessiongate.store.artifact_files import ArtifactFiles
+from sessiongate.store.artifacts_base import Artifact, ArtifactStore
+from sessiongate.store.base import Store
+
+#: `type/subtype`, lower case, without parameters (RFC 6838's restricted-name characters).
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}")
+
+
+class ArtifactNotFound(NotFound):
+    """Unknown id, or another user's artifact (never say which)."""
+
+    code = "artifact_not_found"
+
+
+class InvalidArtifactId(InvalidInput):
+    code = "invalid_artifact_id"
+
+
+class ArtifactTooLarge(ContentTooLarge):
+    code = "artifact_too_large"
+
+
+class ArtifactService:
+    def __init__(
+        self,
+        store: ArtifactStore,
+        files: ArtifactFiles,
+        ids: IdGenerator,
+        clock: Clock,
+        *,
+        max_bytes: int,
+    ) -> None:
+        self.store = store
+        self.files = files
+        self.ids = ids
+        self.clock = clock
+        self.max_bytes = max_bytes
+
+    async def save(
+        self,
+        owner: str,
+        data: bytes,
+        media_type: str,
+        *,
+        key: str | None = None,
+        turn_id: str | None = None,
+    ) -> Artifact:
+        if not _MEDIA_TYPE.fullmatch(media_type):
+            raise InvalidInput(f"{media_type!r} is not a media type", code="invalid_media_type")
+        if not data:
+            raise InvalidInput("an artifact needs at least one byte", code="empty_artifact")
+        if len(data) > self.max_bytes:
+            raise ArtifactTooLarge(
+                f"the artifact is {len(data)} bytes; limits.max_artifact_bytes is {self.max_bytes}"
+            )
+        if key is not None:
+            validate_session_key(key)
+        artifact_id = self.ids.new()
+        artifact = Artifact(
+            artifact_id=artifact_id,
+            owner=owner,
+            key=key,
+            turn_id=turn_id,
+            media_type=media_type,
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            created_at=self.clock.now(),
+            file_name=self.files.file_name(owner, artifact_id),
+        )
+        await asyncio.to_thread(self.files.write, artifact.file_name, data)
+        try:
+            await self.store.add_artifact(artifact)
+        except BaseException:
+            await asyncio.to_thread(self.files.remove, artifact.file_name)
+            raise
+        return artifact
+
+    async def describe(self, owner: str, artifact_id: str) -> Artifact:
+        """The owner's artifact row; ArtifactNotFound for an unknown id or someone else's."""
+        if not is_session_id(artifact_id):
+            raise InvalidArtifactId("an artifact id is a lower-case UUID as the gateway issues it")
+        artifact = await self.store.get_artifact(owner, artifact_id)
+        if artifact is None:
+            raise ArtifactNotFound(f"no artifact {artifact_id}")
+        return artifact
+
+    async def read(self, owner: str, artifact_id: str) -> tuple[Artifact, bytes]:
+        artifact = await self.describe(owner, artifact_id)
+        data = await asyncio.to_thread(self.files.read, artifact.file_name)
+        if data is None:  # erased between the row and the file
+            raise ArtifactNotFound(f"no artifact {artifact_id}")
+        return artifact, data
+
+    async def delete_key(self, ref: KeyRef) -> int:
+        """Remove every artifact the key made (rows, then files); how many went."""
+        found = await self.store.artifacts_of_key(ref.owner, ref.name)
+        if not found:
+            return 0
+        await self.store.delete_artifacts(ref.owner, [a.artifact_id for a in found])
+        await asyncio.to_thread(self._remove_files, [a.file_name for a in found])
+        return len(found)
+
+    def _remove_files(self, file_names: list[str]) -> None:
+        for file_name in file_names:
+            self.files.remove(file_name)
+
+
+def artifacts_folder(settings: Settings) -> Path:
+    return settings.data_dir / "artifacts"
+
+
+def build_artifact_service(
+    settings: Settings, store: Store, clock: Clock, ids: IdGenerator
+) -> ArtifactService:
+    """The artifact rows beside the session store's (same connection or pool)."""
+    from sessiongate.store.sqlite import SQLiteStore
+
+    rows: ArtifactStore
+    if isinstance(store, SQLiteStore):
+        from sessiongate.store.sqlite_artifacts import SQLiteArtifactStore
+
+        rows = SQLiteArtifactStore(store)
+    else:
+        # Imported here so a SQLite gateway never loads the driver.
+        from sessiongate.store.postgres import PostgresStore
+        from sessiongate.store.postgres_artifacts import PostgresArtifactStore
+
+        if not isinstance(store, PostgresStore):
+            raise TypeError(f"no artifact store for {type(store).__name__}")
+        rows = PostgresArtifactStore(store)
+    return ArtifactService(
+        rows,
+        ArtifactFiles(artifacts_folder(settings)),
+        ids,
+        clock,
+        max_bytes=settings.limits.max_artifact_bytes,
+    )
