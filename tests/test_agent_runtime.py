@@ -22,6 +22,8 @@ from tests.helpers import ScriptedModel, collect, types
 KEY = "chat:alice"
 REF = KeyRef("alice", KEY)
 
+TOOLBOX = ("add", "crash", "echo", "fail", "huge", "sleep")
+
 
 def agent_engine(
     tmp_path: Path,
@@ -31,7 +33,8 @@ def agent_engine(
     **agent: Any,
 ) -> Engine:
     hang = agent.pop("_hang", None)
-    config: dict[str, Any] = {"model": model.name, "tools": ["*"], **agent}
+    # The test toolbox's tools by name: "*" would also offer the built-ins.
+    config: dict[str, Any] = {"model": model.name, "tools": list(TOOLBOX), **agent}
     engine = build_engine(
         make_settings(tmp_path, {"main": config}, database_url=database_url),
         clock=clock,
@@ -282,6 +285,29 @@ async def test_tools_non_primary_narrows_what_other_users_are_offered(
     await collect(engine, "hi", key="agent:main:main", caller=Caller("prime", primary=True))
     offered = [[s.name for s in r.options.tools] for r in model.requests]
     assert offered == [["echo"], ["add", "echo"]]
+
+
+async def test_earlier_tool_steps_go_inline_when_this_caller_is_offered_no_tools(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Tool calls in a request that offers no tools are refused by some providers."""
+    first = ToolModel([Call("add", {"a": 1, "b": 2}, "c1")], "three")
+    engine = agent_engine(tmp_path, clock, first, tools=["add"])
+    await collect(engine, "add", caller=Caller("alice"))
+    await engine.aclose()
+
+    later = ToolModel("again")
+    engine = agent_engine(tmp_path, clock, later, tools=["add"], tools_non_primary=[])
+    try:
+        await collect(engine, "and now?", caller=Caller("alice"))
+    finally:
+        await engine.aclose()
+    request = later.requests[0]
+    assert request.options.tools == ()
+    assert all(m["role"] in ("system", "user", "assistant") for m in request.messages)
+    assert not any(m.get("tool_calls") for m in request.messages)
+    assert any("three" in str(m["content"]) for m in request.messages)
+    assert any("add" in str(m["content"]) and "3" in str(m["content"]) for m in request.messages)
 
 
 async def test_delegation_runs_another_agent_on_a_sub_key(

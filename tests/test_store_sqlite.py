@@ -14,7 +14,7 @@ from sessiongate.core.ids import IdGenerator, is_session_id
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role, RotationReason
 from sessiongate.errors import MigrationError
-from sessiongate.store.migrations import apply_sqlite_migrations
+from sessiongate.store.migrations import apply_sqlite_migrations, load_migrations
 from sessiongate.store.sqlite import SQLiteStore
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
@@ -32,7 +32,9 @@ async def test_open_uses_wal_and_records_schema_version(tmp_path: Path) -> None:
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     versions = [r[0] for r in db.execute("SELECT version FROM schema_migrations")]
-    assert versions == [1, 2, 3, 4]
+    # Every shipped migration, once, in order, numbered from 1 without a gap.
+    assert versions == list(range(1, len(load_migrations("sqlite")) + 1))
+    assert len(versions) >= 5
     await store.close()
     reopened = SQLiteStore.open(tmp_path / "a.db")  # idempotent
     again = [r[0] for r in reopened.connection.execute("SELECT version FROM schema_migrations")]

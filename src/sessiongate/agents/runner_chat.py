@@ -98,7 +98,10 @@ async def run_chat(
 ) -> None:
     agent = turn.agent
     specs = ToolRegistry.specs(tools) if native_tools else ()
-    wire: list[dict[str, Any]] = turn.context.to_wire(inline_tool_steps=not native_tools)
+    # Earlier tool steps go to the model natively only alongside a tool list: a provider
+    # may reject `tool_calls` in a request that offers no tools (Anthropic does), and this
+    # caller may be offered none (tools_non_primary), so then they go inline as text.
+    wire: list[dict[str, Any]] = turn.context.to_wire(inline_tool_steps=not specs)
     usage = Usage()
     steps = 0
     signatures: list[tuple[tuple[str, str], ...]] = []
