@@ -347,6 +347,19 @@ def cross_check(settings: Settings) -> list[str]:
             problems.append(
                 f"compat.providers.{provider}: model {name!r} is not defined in [models]"
             )
+    embeddings = settings.notes.embeddings
+    if embeddings is not None and embeddings != "builtin":
+        if embeddings not in settings.models:
+            problems.append(
+                f"notes.embeddings: model {embeddings!r} is not defined in [models]"
+                ' (or use "builtin")'
+            )
+        elif settings.models[embeddings].provider != "openai":
+            problems.append(
+                f"notes.embeddings: model {embeddings!r} has provider"
+                f" {settings.models[embeddings].provider!r}; embeddings need an"
+                ' OpenAI-compatible /v1/embeddings (provider "openai")'
+            )
     for server in settings.mcp:
         if not SERVER_NAME.fullmatch(server):
             problems.append(

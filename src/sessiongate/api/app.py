@@ -12,6 +12,8 @@ from fastapi.responses import Response
 
 from sessiongate import __version__
 from sessiongate.api import artifacts, lifehub, openai_compat, rest, seed_compat, tools, websocket
+from sessiongate.api import notes as notes_api
+from sessiongate.api import tasks as tasks_api
 from sessiongate.api.auth import current_user
 from sessiongate.api.errors import install_error_handlers
 from sessiongate.api.limits import BodyLimitMiddleware
@@ -121,4 +123,6 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.include_router(tools.router)
     app.include_router(lifehub.router)
     app.include_router(artifacts.router)
+    app.include_router(notes_api.router)
+    app.include_router(tasks_api.router)
     return app

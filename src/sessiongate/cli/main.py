@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sessiongate.cli.demo import fresh_demo_database, run_demo
 from sessiongate.cli.mcp import mcp_app
+from sessiongate.cli.notes import notes_app
 from sessiongate.config import Settings, cross_check, load_settings
 from sessiongate.errors import ConfigError, InvalidInput, SessionGateError, SessionNotFound
 from sessiongate.service.engine import Engine, build_engine
@@ -32,6 +33,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(users_app, name="users")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(notes_app, name="notes")
 
 console = Console()
 errors = Console(stderr=True)

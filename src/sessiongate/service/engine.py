@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessiongate.agents.builtin.notes import notes_tool_source
 from sessiongate.agents.builtin.source import builtin_tool_source
+from sessiongate.agents.builtin.tasks import tasks_tool_source
 from sessiongate.agents.delegate import AgentToolSource
 from sessiongate.agents.registry import ToolRegistry
 from sessiongate.agents.runtime import AgentRunner, check_agents
@@ -19,8 +21,10 @@ from sessiongate.models.judge import ModelTopicJudge
 from sessiongate.models.offline import OfflineModel
 from sessiongate.service.agents import build_profiles
 from sessiongate.service.artifacts import ArtifactService, build_artifact_service
+from sessiongate.service.notes import NoteService, build_note_service
 from sessiongate.service.overrides import OverrideTargets
 from sessiongate.service.sessions import SessionService
+from sessiongate.service.tasks import TaskService, build_task_service
 from sessiongate.service.turns import TurnService
 from sessiongate.service.users import UserService
 from sessiongate.store.base import Store, UserStore
@@ -40,6 +44,10 @@ class Engine:
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     #: Files tools made, served at GET /v1/artifacts/{id} (None: an engine without them).
     artifacts: ArtifactService | None = None
+    #: The users' notes (GET/POST /v1/notes, notes_search, notes_add).
+    notes: NoteService | None = None
+    #: The users' tasks (/v1/tasks, tasks_add, tasks_list, tasks_complete).
+    tasks: TaskService | None = None
 
     async def start(self) -> None:
         """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
@@ -48,6 +56,8 @@ class Engine:
         if opener is not None:
             await opener()
         await self.tools.start()
+        if self.notes is not None:
+            await self.notes.start()  # loads a local embeddings model, if configured
 
     async def stop(self) -> None:
         """Close what `start` opened, so another event loop can `start` again (the CLI
@@ -70,6 +80,8 @@ class Engine:
             closer = getattr(model, "aclose", None)
             if closer is not None:
                 await closer()
+        if self.notes is not None:
+            await self.notes.aclose()  # the embeddings client, if any
 
 
 def build_reply_model(name: str, config: ModelConfig) -> ReplyModel:
@@ -140,6 +152,11 @@ def build_engine(
     artifacts = build_artifact_service(settings, store, clock, sessions.ids)
     sessions.on_erase(artifacts.delete_key)
     tools.add_source(builtin_tool_source(settings, artifacts))
+    notes = build_note_service(settings, store, clock, sessions.ids)
+    tools.add_source(notes_tool_source(notes))
+    # A user's tasks outlive the key they came from, so no on_erase hook here.
+    tasks = build_task_service(store, clock, sessions.ids)
+    tools.add_source(tasks_tool_source(tasks))
     turns = TurnService(
         sessions,
         agents,
@@ -150,7 +167,17 @@ def build_engine(
     )
     delegates.bind(turns.start_turn)
     users = UserService(user_store, clock)
-    return Engine(store, sessions, turns, users, settings, tools, artifacts=artifacts)
+    return Engine(
+        store,
+        sessions,
+        turns,
+        users,
+        settings,
+        tools,
+        artifacts=artifacts,
+        notes=notes,
+        tasks=tasks,
+    )
 
 
 def build_store(settings: Settings) -> tuple[Store, UserStore, KeyLocks]:

@@ -1,0 +1,123 @@
+"""Task rows in the PostgreSQL database."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+
+from sessiongate.core.tasks import TaskStatus
+from sessiongate.store.postgres import PostgresStore
+from sessiongate.store.postgres_rows import utc
+from sessiongate.store.tasks_base import Task, TaskUpdate
+
+_COLUMNS = (
+    "id, owner, title, status, due, source_key, source_turn_id,"
+    " created_at, updated_at, completed_at"
+)
+
+_INSERT = f"INSERT INTO tasks ({_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+
+# One statement, so a concurrent update of another field is never lost. The right-hand
+# sides all read the row as it was before this update. The casts tell PostgreSQL the
+# parameters' types where NULL alone would leave them unknown.
+_UPDATE = f"""
+UPDATE tasks SET
+    title = COALESCE($3::text, title),
+    status = COALESCE($4::text, status),
+    due = CASE WHEN $5::boolean THEN $6::date ELSE due END,
+    completed_at = CASE
+        WHEN $4::text IS NULL THEN completed_at
+        WHEN $4::text = 'done' THEN COALESCE(completed_at, $7::timestamptz)
+        ELSE NULL
+    END,
+    updated_at = $7::timestamptz
+WHERE id = $1 AND owner = $2
+RETURNING {_COLUMNS}
+"""
+
+
+class PostgresTaskStore:
+    """Shares the session store's pool; the same answers as SQLiteTaskStore."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    async def add_task(self, task: Task) -> None:
+        async with self._store.transaction(single_statement=True) as db:
+            await db.execute(
+                _INSERT,
+                task.task_id,
+                task.owner,
+                task.title,
+                task.status,
+                task.due,
+                task.source_key,
+                task.source_turn_id,
+                utc(task.created_at),
+                utc(task.updated_at),
+                None if task.completed_at is None else utc(task.completed_at),
+            )
+
+    async def get_task(self, owner: str, task_id: str) -> Task | None:
+        row = await self._store.pool.fetchrow(
+            f"SELECT {_COLUMNS} FROM tasks WHERE id = $1 AND owner = $2", task_id, owner
+        )
+        return None if row is None else _task(row)
+
+    async def list_tasks(
+        self, owner: str, status: TaskStatus | None, limit: int, after: str | None
+    ) -> list[Task]:
+        # Conditions are added, not written `$2 IS NULL OR …`, so the planner can use the
+        # (owner, status, id) index.
+        where, params = ["owner = $1"], [owner]
+        if status is not None:
+            params.append(status)
+            where.append(f"status = ${len(params)}")
+        if after is not None:
+            params.append(after)
+            where.append(f"id > ${len(params)}")
+        rows = await self._store.pool.fetch(
+            f"SELECT {_COLUMNS} FROM tasks WHERE {' AND '.join(where)}"
+            f" ORDER BY id LIMIT ${len(params) + 1}",
+            *params,
+            limit,
+        )
+        return [_task(r) for r in rows]
+
+    async def update_task(
+        self, owner: str, task_id: str, update: TaskUpdate, now: datetime
+    ) -> Task | None:
+        async with self._store.transaction(single_statement=True) as db:
+            row = await db.fetchrow(
+                _UPDATE,
+                task_id,
+                owner,
+                update.title,
+                update.status,
+                update.change_due,
+                update.due,
+                utc(now),
+            )
+        return None if row is None else _task(row)
+
+    async def delete_tasks_of(self, owner: str) -> int:
+        async with self._store.transaction(single_statement=True) as db:
+            status = await db.execute("DELETE FROM tasks WHERE owner = $1", owner)
+        return int(status.rsplit(" ", 1)[-1])  # "DELETE <count>"
+
+
+def _task(row: asyncpg.Record) -> Task:
+    completed_at = row[9]
+    return Task(
+        task_id=row[0],
+        owner=row[1],
+        title=row[2],
+        status=row[3],
+        due=row[4],
+        source_key=row[5],
+        source_turn_id=row[6],
+        created_at=utc(row[7]),
+        updated_at=utc(row[8]),
+        completed_at=None if completed_at is None else utc(completed_at),
+    )
