@@ -38,7 +38,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -170,7 +170,7 @@ def build_chroma(workdir: Path, corpus: Corpus, table: dict[str, Vectors], chunk
     ids: list[str] = []
     vectors: list[Vectors] = []
     documents: list[str] = []
-    metadatas: list[dict[str, Any]] = []
+    metadatas: list[Any] = []
     for n, (title, source, content) in enumerate(corpus.notes):
         for seq, chunk in enumerate(chunk_text(content, chunk_chars)):
             ids.append(f"{n}:{seq}")
@@ -190,7 +190,7 @@ def build_chroma(workdir: Path, corpus: Corpus, table: dict[str, Vectors], chunk
 
 
 async def measure(
-    paths: dict[str, Callable[[str], Awaitable[Any]]], queries: list[str], warmup: int
+    paths: Mapping[str, Callable[[str], Awaitable[Any]]], queries: list[str], warmup: int
 ) -> dict[str, list[int]]:
     timings: dict[str, list[int]] = {name: [] for name in paths}
     names = list(paths)

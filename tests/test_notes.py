@@ -825,6 +825,8 @@ async def test_tools_through_the_registry_act_for_the_caller_only(
     engine = await started(engines, tmp_path, database_url)
     offered = await engine.tools.offered(["notes_*"], None, primary=False)
     assert list(offered) == ["notes_add", "notes_search"]
+    assert "builtin-notes" in [source.name for source in engine.tools.sources]
+    assert {tool.source for tool in offered.values()} == {"builtin"}
     call = engine.tools.call
 
     added = await call(
