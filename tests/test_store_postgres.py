@@ -16,6 +16,7 @@ import pytest
 from sessiongate.config import Settings, load_settings
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.ids import IdGenerator
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role, RotationReason
 from sessiongate.errors import ConfigError, KeyExists, MigrationError, SessionGateError
 from sessiongate.service.engine import build_engine
@@ -26,6 +27,7 @@ from sessiongate.store.sqlite import SQLiteStore
 from tests.pg import fresh_database
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
+K = KeyRef("alice", "k")
 
 
 @pytest.fixture
@@ -93,16 +95,16 @@ async def test_newer_schema_is_refused(url: str) -> None:
 async def test_triggers_refuse_raw_writes_to_archived_rows_and_the_pointer(
     store: PostgresStore, ids: IdGenerator
 ) -> None:
-    _, s1 = await store.create_key("k", "alice", ids.new(), NOW)
+    _, s1 = await store.create_key(K, ids.new(), NOW)
     await store.append_message(s1.session_id, role=Role.USER, content="keep me", now=NOW)
     s2, _ = await store.rotate(
-        "k",
+        K,
         expected_latest=s1.session_id,
         new_session_id=ids.new(),
         reason=RotationReason.MANUAL,
         now=NOW,
     )
-    before = await store.export_chain("k")
+    before = await store.export_chain(K)
     old, new = s1.session_id, s2.session_id
     attacks = [
         ("UPDATE messages SET content = 'rewritten' WHERE segment_id = $1", (old,)),
@@ -117,12 +119,12 @@ async def test_triggers_refuse_raw_writes_to_archived_rows_and_the_pointer(
         ("UPDATE segments SET archived_at = now() WHERE session_id = $1", (old,)),
         ("DELETE FROM segments WHERE session_id = $1", (old,)),
         ("UPDATE segments SET parent_ids = '{}' WHERE session_id = $1", (new,)),
-        ("UPDATE session_keys SET latest_session_id = $1 WHERE key = 'k'", (old,)),
+        ("UPDATE session_keys SET latest_session_id = $1 WHERE key = 'alice/k'", (old,)),
         ("UPDATE session_keys SET owner = 'mallory'", ()),
         ("DELETE FROM session_keys", ()),
         (
             "INSERT INTO session_keys (key, owner, latest_session_id, created_at)"
-            " VALUES ('k2', 'bob', $1, now())",
+            " VALUES ('bob/k2', 'bob', $1, now())",
             (new,),
         ),
         ("UPDATE rotations SET reason = 'idle'", ()),
@@ -138,18 +140,18 @@ async def test_triggers_refuse_raw_writes_to_archived_rows_and_the_pointer(
                 asyncpg.exceptions.RaiseError
                 | asyncpg.exceptions.IntegrityConstraintViolationError,
             ), sql
-    assert await store.export_chain("k") == before
+    assert await store.export_chain(K) == before
 
 
 async def test_full_text_index_follows_archiving_and_erasure(
     store: PostgresStore, ids: IdGenerator
 ) -> None:
-    _, s1 = await store.create_key("k", "alice", ids.new(), NOW)
+    _, s1 = await store.create_key(K, ids.new(), NOW)
     await store.append_message(s1.session_id, role=Role.USER, content="heron facts", now=NOW)
     indexed = "SELECT COUNT(*) FROM message_search WHERE document @@ 'heron'::tsquery"
     assert await store.pool.fetchval(indexed) == 0  # latest: not indexed yet
     s2, _ = await store.rotate(
-        "k",
+        K,
         expected_latest=s1.session_id,
         new_session_id=ids.new(),
         reason=RotationReason.MANUAL,
@@ -162,7 +164,7 @@ async def test_full_text_index_follows_archiving_and_erasure(
         "SELECT indexdef FROM pg_indexes WHERE tablename = 'message_search'"
     )
     assert any("USING gin (document)" in r[0] for r in indexes)
-    await store.delete_key("k")
+    await store.delete_key(K)
     assert await store.pool.fetchval("SELECT COUNT(*) FROM message_search") == 0
     assert await store.pool.fetchval("SELECT COUNT(*) FROM messages") == 0
     assert await store.pool.fetchval("SELECT COUNT(*) FROM erasures") == 0
@@ -177,7 +179,7 @@ async def test_concurrent_appends_from_two_pools_get_distinct_consecutive_seqs(
     other = PostgresStore(url, pool_size=4)
     await other.start()
     try:
-        _, segment = await store.create_key("k", "alice", ids.new(), NOW)
+        _, segment = await store.create_key(K, ids.new(), NOW)
         appends = [
             writer.append_message(segment.session_id, role=Role.USER, content=f"{i}", now=NOW)
             for i in range(40)
@@ -188,7 +190,7 @@ async def test_concurrent_appends_from_two_pools_get_distinct_consecutive_seqs(
         stored = await other.list_messages(segment.session_id, limit=1000)
         assert [m.seq for m in stored] == list(range(1, 81))
         assert {m.seq: m.content for m in stored} == {m.seq: m.content for m in sent}
-        assert (await store.latest_segment("k")).message_count == 80
+        assert (await store.latest_segment(K)).message_count == 80
     finally:
         await other.close()
 
@@ -200,10 +202,11 @@ async def test_racing_creates_of_one_key_give_one_key_and_one_key_exists(
     await other.start()
     try:
         for round_ in range(5):
-            key = f"race-{round_}"
+            # Two processes creating one user's key at once.
+            key = KeyRef("alice", f"race-{round_}")
             results = await asyncio.gather(
-                store.create_key(key, "alice", ids.new(), NOW),
-                other.create_key(key, "bob", ids.new(), NOW),
+                store.create_key(key, ids.new(), NOW),
+                other.create_key(key, ids.new(), NOW),
                 return_exceptions=True,
             )
             errors = [r for r in results if isinstance(r, BaseException)]
@@ -243,7 +246,7 @@ async def test_advisory_locks_serialise_a_key_across_pools(
 
     async def worker(locks: PostgresKeyLocks, name: str) -> None:
         for _ in range(5):
-            async with locks.hold("chat:shared"):
+            async with locks.hold(KeyRef("alice", "chat:shared")):
                 if inside:
                     overlaps.append((inside[0], name))
                 inside.append(name)
@@ -266,7 +269,7 @@ async def test_other_keys_do_not_wait_and_a_cancelled_waiter_leaks_nothing(
     held = asyncio.Event()
 
     async def holder() -> None:
-        async with a.hold("k"):
+        async with a.hold(K):
             held.set()
             await release.wait()
 
@@ -274,10 +277,10 @@ async def test_other_keys_do_not_wait_and_a_cancelled_waiter_leaks_nothing(
     await held.wait()
     assert await advisory_locks_held(url) == 1
     # Another process's waiter on the same key blocks; a different key goes straight in.
-    waiter = asyncio.create_task(_enter(b, "k"))
+    waiter = asyncio.create_task(_enter(b, K))
     await asyncio.sleep(0.2)
     assert not waiter.done()
-    await asyncio.wait_for(_enter(b, "other"), 2)
+    await asyncio.wait_for(_enter(b, KeyRef("alice", "other")), 2)
     # Cancel the blocked waiter: it must not end up holding (or leaking) the lock.
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -285,11 +288,11 @@ async def test_other_keys_do_not_wait_and_a_cancelled_waiter_leaks_nothing(
     assert len(b) == 0
     release.set()
     await holding
-    await asyncio.wait_for(_enter(b, "k"), 2)  # free again, for the other process too
+    await asyncio.wait_for(_enter(b, K), 2)  # free again, for the other process too
     assert await advisory_locks_held(url) == 0
 
 
-async def _enter(locks: PostgresKeyLocks, key: str) -> None:
+async def _enter(locks: PostgresKeyLocks, key: KeyRef) -> None:
     async with locks.hold(key):
         pass
 
@@ -299,9 +302,9 @@ async def test_a_body_that_raises_still_unlocks(
 ) -> None:
     a, b = two_lock_pools
     with pytest.raises(RuntimeError, match="boom"):
-        async with a.hold("k"):
+        async with a.hold(K):
             raise RuntimeError("boom")
-    await asyncio.wait_for(_enter(b, "k"), 2)
+    await asyncio.wait_for(_enter(b, K), 2)
     assert await advisory_locks_held(url) == 0
 
 
@@ -397,7 +400,7 @@ def test_pool_size_and_backend_selection() -> None:
 
 
 async def test_nul_text_is_refused_clearly(store: PostgresStore, ids: IdGenerator) -> None:
-    _, segment = await store.create_key("k", "alice", ids.new(), NOW)
+    _, segment = await store.create_key(K, ids.new(), NOW)
     with pytest.raises(SessionGateError) as refused:
         await store.append_message(segment.session_id, role=Role.USER, content="a\x00b", now=NOW)
     assert refused.value.code == "invalid_content"
