@@ -10,8 +10,8 @@ from sessiongate.config import Settings
 from sessiongate.core.clock import ManualClock
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller
-from tests.helpers import ScriptedModel
-from tests.pg import fresh_database
+from tests.support.helpers import ScriptedModel
+from tests.support.pg import fresh_database
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 ALICE = Caller("alice")
@@ -25,6 +25,20 @@ _SQLITE_ONLY = {
     "test_history_segment_immutable",
     "test_broken_export_lines_name_the_line_and_write_nothing",
 }
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs the PostgreSQL server `postgres`, so that
+    `pytest -m "not postgres"` runs the rest on a machine without one."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        fixtures = getattr(item, "fixturenames", ())
+        if "postgres" in params.values() or (
+            item.module is not None
+            and item.module.__name__ == "tests.test_store_postgres"
+            and any(f in fixtures for f in ("url", "store", "two_lock_pools"))
+        ):
+            item.add_marker(pytest.mark.postgres)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

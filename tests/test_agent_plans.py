@@ -16,10 +16,10 @@ from sessiongate.core.plans import InvalidPlan, parse_plan
 from sessiongate.core.segments import Role
 from sessiongate.models.base import ModelOptions, ToolSpec, WireMessage
 from sessiongate.service.engine import build_engine
-from tests.agent_models import ToolModel, toolbox
 from tests.conftest import make_settings
-from tests.gateway import gateway_settings, running_gateway
-from tests.helpers import ScriptedModel, collect, types
+from tests.support.agent_models import ToolModel, toolbox
+from tests.support.gateway import gateway_settings, running_gateway
+from tests.support.helpers import ScriptedModel, collect, types
 
 PLAN = {
     "plan": [

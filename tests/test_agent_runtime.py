@@ -15,9 +15,9 @@ from sessiongate.core.segments import Message, Role
 from sessiongate.core.users import Caller
 from sessiongate.errors import ConfigError
 from sessiongate.service.engine import Engine, build_engine
-from tests.agent_models import Call, ToolModel, toolbox
 from tests.conftest import make_settings
-from tests.helpers import ScriptedModel, collect, types
+from tests.support.agent_models import Call, ToolModel, toolbox
+from tests.support.helpers import ScriptedModel, collect, types
 
 KEY = "chat:alice"
 REF = KeyRef("alice", KEY)

@@ -15,8 +15,8 @@ import pytest
 from openai import OpenAI
 from websockets.asyncio.client import connect
 
-from tests.agent_models import Call, ToolModel, toolbox
-from tests.gateway import Gateway, gateway_settings, parse_sse, running_gateway
+from tests.support.agent_models import Call, ToolModel, toolbox
+from tests.support.gateway import Gateway, gateway_settings, parse_sse, running_gateway
 
 TIMEOUT = 10
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from sessiongate.api.app import create_app
 from sessiongate.service.engine import build_engine
-from tests.gateway import gateway_settings
-from tests.helpers import ScriptedModel
+from tests.support.gateway import gateway_settings
+from tests.support.helpers import ScriptedModel
 
 
 @pytest.fixture(scope="module")

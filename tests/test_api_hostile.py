@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.gateway import Gateway, gateway_settings, running_gateway
-from tests.helpers import ScriptedModel
+from tests.support.gateway import Gateway, gateway_settings, running_gateway
+from tests.support.helpers import ScriptedModel
 
 TIMEOUT = 10.0
 

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fake_providers import FakeServer, Reply, closed_port, openai_events
-from tests.gateway import Gateway, gateway_settings, parse_sse, running_gateway
+from tests.support.fake_providers import FakeServer, Reply, closed_port, openai_events
+from tests.support.gateway import Gateway, gateway_settings, parse_sse, running_gateway
 
 
 def settings_for(tmp_path: Path, base_url: str, fallbacks: list[str]) -> Any:

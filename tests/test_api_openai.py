@@ -13,8 +13,8 @@ import openai
 import pytest
 
 from sessiongate.errors import ModelError
-from tests.gateway import Gateway, gateway_settings, running_gateway
-from tests.helpers import ScriptedModel
+from tests.support.gateway import Gateway, gateway_settings, running_gateway
+from tests.support.helpers import ScriptedModel
 
 TIMEOUT = 10.0
 

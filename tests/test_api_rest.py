@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.gateway import Gateway, gateway_settings, parse_sse, running_gateway
-from tests.helpers import ScriptedModel
+from tests.support.gateway import Gateway, gateway_settings, parse_sse, running_gateway
+from tests.support.helpers import ScriptedModel
 
 
 @pytest.fixture(scope="module")

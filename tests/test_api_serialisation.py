@@ -19,7 +19,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from sessiongate.errors import ModelError
 from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
-from tests.gateway import Gateway, gateway_settings, running_gateway
+from tests.support.gateway import Gateway, gateway_settings, running_gateway
 
 TIMEOUT = 5.0
 HOLD_LIMIT = 15.0  # a held reply gives up after this long, so a broken test cannot hang

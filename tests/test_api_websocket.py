@@ -18,8 +18,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from sessiongate.errors import ModelError
-from tests.gateway import Gateway, gateway_settings, running_gateway
-from tests.helpers import ScriptedModel
+from tests.support.gateway import Gateway, gateway_settings, running_gateway
+from tests.support.helpers import ScriptedModel
 
 PATHS = ["/v1/ws", "/api/claude/ws", "/api/codex/ws"]
 TIMEOUT = 5.0

@@ -16,7 +16,7 @@ from sessiongate.service.artifacts import ArtifactService, artifacts_folder
 from sessiongate.service.engine import Engine
 from sessiongate.store.artifact_files import owner_directory
 from tests.conftest import BACKENDS, START
-from tests.helpers import collect
+from tests.support.helpers import collect
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"not really the rest of a png" * 4
 

@@ -21,7 +21,7 @@ from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
 from sessiongate.service.turns import InboundTurn, RecallRequest
 from tests.conftest import ALICE
-from tests.helpers import collect
+from tests.support.helpers import collect
 
 BOB = Caller("bob")
 

@@ -32,9 +32,9 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.errors import ConfigError
 from sessiongate.service.artifacts import artifacts_folder
 from sessiongate.service.engine import Engine, build_engine
-from tests.agent_models import Call, ToolModel
-from tests.fake_providers import closed_port
-from tests.gateway import gateway_settings, parse_sse, running_gateway
+from tests.support.agent_models import Call, ToolModel
+from tests.support.fake_providers import closed_port
+from tests.support.gateway import gateway_settings, parse_sse, running_gateway
 
 CONTEXT = ToolContext("alice", False, KeyRef("alice", "chat:alice"), "main", "turn-1")
 PLACES = {

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.gateway import gateway_settings, running_gateway
-from tests.helpers import ScriptedModel
+from tests.support.gateway import gateway_settings, running_gateway
+from tests.support.helpers import ScriptedModel
 
 
 def chat(url: str, api_key: str, typed: str, *args: str) -> subprocess.CompletedProcess[str]:

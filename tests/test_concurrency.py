@@ -15,7 +15,7 @@ from sessiongate.core.segments import Message, Role
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.turns import InboundTurn, TurnHandle
 from tests.conftest import ALICE, make_settings
-from tests.helpers import ScriptedModel, collect
+from tests.support.helpers import ScriptedModel, collect
 
 TIMEOUT = 30
 

@@ -1,6 +1,6 @@
 """A real process killed (SIGKILL) between the user commit and the assistant commit.
 
-The child (`tests/crash_child.py`) runs a few turns, then starts one whose model hangs
+The child (`tests/support/crash_child.py`) runs a few turns, then starts one whose model hangs
 after its first token, and says so once that turn's user message is committed. We kill
 it there and check what the next process finds on disk.
 """
@@ -24,9 +24,9 @@ from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.service.engine import build_engine
 from sessiongate.store.sqlite import SQLiteStore
 from tests.conftest import START, make_settings
-from tests.helpers import ScriptedModel, collect
+from tests.support.helpers import ScriptedModel, collect
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).parent / "support" / "crash_child.py"
 KEY = "chat:alice"
 REF = KeyRef("alice", KEY)
 TURNS = 3

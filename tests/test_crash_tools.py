@@ -19,11 +19,11 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.core.tool_calls import INTERRUPTED_RESULT
 from sessiongate.service.engine import build_engine
-from tests.agent_models import ToolModel, toolbox
 from tests.conftest import START, make_settings
-from tests.helpers import collect
+from tests.support.agent_models import ToolModel, toolbox
+from tests.support.helpers import collect
 
-CHILD = Path(__file__).with_name("crash_tool_child.py")
+CHILD = Path(__file__).parent / "support" / "crash_tool_child.py"
 REF = KeyRef("alice", "chat:alice")
 
 

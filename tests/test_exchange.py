@@ -15,7 +15,7 @@ from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
 from sessiongate.store.export_format import export_lines
 from tests.conftest import ALICE
-from tests.helpers import collect
+from tests.support.helpers import collect
 
 KEY = "chat:alice"
 REF = KeyRef("alice", KEY)

@@ -16,7 +16,7 @@ from sessiongate.errors import ImmutableSegment
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.turns import RecallRequest
 from tests.conftest import ALICE, make_settings
-from tests.helpers import ScriptedModel, collect, types
+from tests.support.helpers import ScriptedModel, collect, types
 
 KEY = "chat:alice"
 REF = KeyRef("alice", KEY)

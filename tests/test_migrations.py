@@ -21,7 +21,7 @@ from sessiongate.store import migrations
 from sessiongate.store.base import Store
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.sqlite import SQLiteStore
-from tests.pg import fresh_database
+from tests.support.pg import fresh_database
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 S1 = "01890000-0000-7000-8000-000000000001"

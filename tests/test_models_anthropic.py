@@ -10,7 +10,7 @@ from sessiongate.config import ModelConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.anthropic import LEADING_USER_PLACEHOLDER, AnthropicModel, to_anthropic
 from sessiongate.service.engine import build_reply_model
-from tests.fake_providers import (
+from tests.support.fake_providers import (
     FakeServer,
     Reply,
     anthropic_error,

@@ -19,8 +19,8 @@ from sessiongate.errors import ConfigError
 from sessiongate.models.base import ModelChunk, TextDelta
 from sessiongate.models.command import CommandModel
 from sessiongate.service.engine import build_engine, build_reply_model
-from tests.fake_providers import consume
-from tests.helpers import collect, types
+from tests.support.fake_providers import consume
+from tests.support.helpers import collect, types
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "héllo"}]
 

@@ -24,7 +24,7 @@ from sessiongate.models.anthropic import AnthropicModel
 from sessiongate.models.openai import OpenAIChatModel
 from sessiongate.models.retry import PLACEHOLDER_KEY, redact
 from sessiongate.service.engine import build_engine
-from tests.fake_providers import (
+from tests.support.fake_providers import (
     FakeServer,
     Reply,
     anthropic_error,
@@ -37,7 +37,7 @@ from tests.fake_providers import (
     openai_events,
     sse,
 )
-from tests.helpers import collect, types
+from tests.support.helpers import collect, types
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
 TOKENS = ["Hello", ",", " world"]

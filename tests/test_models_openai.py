@@ -14,7 +14,7 @@ from sessiongate.errors import ConfigError
 from sessiongate.models.openai import OpenAIChatModel
 from sessiongate.models.retry import RetryPolicy, parse_retry_after
 from sessiongate.service.engine import build_reply_model
-from tests.fake_providers import (
+from tests.support.fake_providers import (
     FakeServer,
     Reply,
     consume,

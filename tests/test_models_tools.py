@@ -32,7 +32,7 @@ from sessiongate.models.offline import OfflineModel
 from sessiongate.models.openai import OpenAIChatModel
 from sessiongate.models.openai_wire import ToolCallPieces
 from sessiongate.models.retry import BadChunk
-from tests.fake_providers import (
+from tests.support.fake_providers import (
     FakeCall,
     FakeServer,
     Reply,

@@ -47,11 +47,11 @@ from sessiongate.service.notes import NoteService
 from sessiongate.store import sqlite_notes
 from sessiongate.store.sqlite import SQLiteStore
 from sessiongate.store.sqlite_notes import SQLiteNoteStore, fts_match
-from tests.agent_models import Call, ToolModel
 from tests.conftest import BACKENDS, START
-from tests.fake_providers import FakeServer, Reply, _read_request, _respond, closed_port
-from tests.gateway import Gateway, gateway_settings, running_gateway
-from tests.helpers import ScriptedModel, collect
+from tests.support.agent_models import Call, ToolModel
+from tests.support.fake_providers import FakeServer, Reply, _read_request, _respond, closed_port
+from tests.support.gateway import Gateway, gateway_settings, running_gateway
+from tests.support.helpers import ScriptedModel, collect
 
 ALICE_CONTEXT = ToolContext("alice", False, KeyRef("alice", "chat:alice"), "main", "turn-1")
 BOB_CONTEXT = ToolContext("bob", False, KeyRef("bob", "chat:bob"), "main", "turn-2")

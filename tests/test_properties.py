@@ -43,7 +43,7 @@ from sessiongate.core.segments import RotationReason, Segment, SegmentStatus
 from sessiongate.errors import NothingToRevert
 from sessiongate.service.engine import Engine, build_engine
 from tests.conftest import ALICE, make_settings
-from tests.helpers import ScriptedModel, collect
+from tests.support.helpers import ScriptedModel, collect
 
 KEY = "chat:alice"
 #: The key in alice's namespace, as the store addresses it (`owner/name` in raw SQL).

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @contextmanager
 def gateway_process(db: Path) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.serve_slow", str(db), "alice"],
+        [sys.executable, "-m", "tests.support.serve_slow", str(db), "alice"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

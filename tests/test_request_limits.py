@@ -24,8 +24,8 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.gateway import parse_sse
-from tests.pg import fresh_database
+from tests.support.gateway import parse_sse
+from tests.support.pg import fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "from sessiongate.cli.main import app; app()"]
@@ -430,6 +430,7 @@ async def test_a_websocket_outlives_both_timeouts(gateway: Served) -> None:
 # -- several workers --------------------------------------------------------------------
 
 
+@pytest.mark.postgres
 async def test_workers_apply_the_configured_limits(tmp_path: Path) -> None:
     """Each spawned worker gets the protocol by name and its limits from its own settings:
     a 1s header_timeout (the default is 10s) is honoured whichever worker answers."""

@@ -24,8 +24,8 @@ from sessiongate.cli.main import app as cli
 from sessiongate.config import load_settings
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
-from tests.fake_providers import FakeServer, Reply, openai_events
-from tests.gateway import running_gateway
+from tests.support.fake_providers import FakeServer, Reply, openai_events
+from tests.support.gateway import running_gateway
 
 QUERY = "What's in my notes about running? Also search the web for marathon training tips."
 NOTES = {
@@ -52,7 +52,7 @@ EXPLANATION = [
     "says ",
     "taper.",
 ]
-SERVER = Path(__file__).with_name("web_search_server.py")
+SERVER = Path(__file__).parent / "support" / "web_search_server.py"
 
 
 def write_config(tmp_path: Path, model_url: str) -> Path:

@@ -19,7 +19,7 @@ import pytest
 
 from sessiongate.config import load_settings
 from sessiongate.errors import ConfigError
-from tests.pg import fresh_database
+from tests.support.pg import fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "from sessiongate.cli.main import app; app()"]
@@ -114,6 +114,7 @@ async def stored_roles(database_url: str, key: str) -> list[str]:
     return [str(r["role"]) for r in rows]
 
 
+@pytest.mark.postgres
 async def test_two_workers_serialise_one_key_and_share_metrics(tmp_path: Path) -> None:
     async with fresh_database() as database_url:
         port = free_port()

@@ -37,7 +37,7 @@ from sessiongate.store.postgres_users import PostgresUserStore
 from sessiongate.store.sqlite import SQLiteStore
 from sessiongate.store.sqlite_users import SQLiteUserStore
 from tests.conftest import BACKENDS
-from tests.pg import fresh_database
+from tests.support.pg import fresh_database
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 

@@ -24,7 +24,7 @@ from sessiongate.store.migrations import load_migrations
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.postgres_locks import PostgresKeyLocks, lock_id
 from sessiongate.store.sqlite import SQLiteStore
-from tests.pg import fresh_database
+from tests.support.pg import fresh_database
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 K = KeyRef("alice", "k")

@@ -25,10 +25,10 @@ from sessiongate.errors import NotFound, SessionGateError
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.tasks import TaskService
 from sessiongate.store.tasks_base import Task
-from tests.agent_models import Call, ToolModel
 from tests.conftest import BACKENDS, START, make_settings
-from tests.gateway import Gateway, gateway_settings, running_gateway
-from tests.helpers import collect
+from tests.support.agent_models import Call, ToolModel
+from tests.support.gateway import Gateway, gateway_settings, running_gateway
+from tests.support.helpers import collect
 
 ALICE_CONTEXT = ToolContext("alice", False, KeyRef("alice", "chat:alice"), "main", "turn-1")
 BOB_CONTEXT = ToolContext("bob", False, KeyRef("bob", "chat:bob"), "main", "turn-2")

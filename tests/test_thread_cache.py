@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
@@ -15,8 +16,8 @@ from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller
 from sessiongate.service.thread_cache import ThreadCache
 from tests.conftest import ALICE, make_settings
-from tests.helpers import ScriptedModel, collect
-from tests.pg import fresh_database
+from tests.support.helpers import ScriptedModel, collect
+from tests.support.pg import fresh_database
 
 KEY = "chat:alice"
 #: The cache, the store and NOTIFY address a key in its owner's namespace.
@@ -128,6 +129,7 @@ async def test_erasure_and_reimport_do_not_serve_the_old_content(
     assert "edited words" in sent and "original words" not in sent
 
 
+@pytest.mark.postgres
 async def test_another_process_erasing_and_reimporting_reaches_this_cache(
     tmp_path: Path, clock: ManualClock
 ) -> None:
@@ -165,6 +167,7 @@ async def test_another_process_erasing_and_reimporting_reaches_this_cache(
             await there.aclose()
 
 
+@pytest.mark.postgres
 async def test_a_dropped_listen_connection_clears_the_cache_and_listens_again(
     tmp_path: Path, clock: ManualClock
 ) -> None:

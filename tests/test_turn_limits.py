@@ -14,7 +14,7 @@ from sessiongate.errors import InvalidInput
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.turns import RecallRequest
 from tests.conftest import ALICE
-from tests.helpers import ScriptedModel, collect, types
+from tests.support.helpers import ScriptedModel, collect, types
 
 REF = KeyRef("alice", "chat:alice")
 

@@ -1,6 +1,6 @@
 """A gateway process for the crash tests: a slow model, a known user, a printed port.
 
-Usage: python -m tests.serve_slow DB_PATH USER
+Usage: python -m tests.support.serve_slow DB_PATH USER
 Prints one JSON line {"port", "key"} on stdout once it is listening.
 """
 

@@ -4,7 +4,7 @@ No search engine is reachable from the test machine, so this server ranks a smal
 set of pages by the words they share with the query; everything between it and the
 gateway (the SDK, the stdio transport, tool listing and calls) is the real thing.
 
-Run: `python tests/web_search_server.py`.
+Run: `python tests/support/web_search_server.py`.
 """
 
 from __future__ import annotations

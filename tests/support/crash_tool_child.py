@@ -16,14 +16,14 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from sessiongate.config import Settings
 from sessiongate.core.clock import ManualClock
 from sessiongate.service.engine import build_engine
 from sessiongate.service.sessions import Caller
 from sessiongate.service.turns import InboundTurn
-from tests.agent_models import Call, ToolModel, toolbox
+from tests.support.agent_models import Call, ToolModel, toolbox
 
 KEY = "chat:alice"
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
