@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from sessiongate.agents.tools import FunctionTool, StaticToolSource, ToolContext
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Message, Role
 from sessiongate.core.users import Caller
 from sessiongate.errors import ConfigError
+from sessiongate.models.base import ToolSpec
 from sessiongate.service.engine import Engine, build_engine
 from tests.conftest import make_settings
 from tests.support.agent_models import Call, ToolModel, toolbox
@@ -285,6 +287,49 @@ async def test_tools_non_primary_narrows_what_other_users_are_offered(
     await collect(engine, "hi", key="agent:main:main", caller=Caller("prime", primary=True))
     offered = [[s.name for s in r.options.tools] for r in model.requests]
     assert offered == [["echo"], ["add", "echo"]]
+
+
+async def test_at_most_max_parallel_tools_run_at_once_and_the_model_sees_call_order(
+    tmp_path: Path, clock: ManualClock, running: list[Engine]
+) -> None:
+    busy: list[int] = [0]
+    peak: list[int] = [0]
+
+    async def probe(arguments: dict[str, Any], context: ToolContext) -> str:
+        busy[0] += 1
+        peak[0] = max(peak[0], busy[0])
+        # Later calls finish first, so completion order differs from call order.
+        await asyncio.sleep(0.05 - 0.008 * arguments["n"])
+        busy[0] -= 1
+        return f"done {arguments['n']}"
+
+    spec = ToolSpec(
+        "probe",
+        "Probe.",
+        {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    )
+    calls = [Call("probe", {"n": n}, f"p{n}") for n in range(5)]
+    model = ToolModel(calls, "all done")
+    engine = build_engine(
+        make_settings(
+            tmp_path,
+            {"main": {"model": model.name, "tools": ["probe"], "max_parallel_tools": 2}},
+        ),
+        clock=clock,
+        models={model.name: model},
+    )
+    engine.tools.add_source(StaticToolSource("probes", [FunctionTool(spec, probe)]))
+    running.append(engine)
+    await collect(engine, "probe five times")
+    assert peak[0] == 2
+    # Each result is stored as soon as it is done (a crash keeps the finished ones), in
+    # completion order ...
+    results = [m for m in await stored(engine) if m.role is Role.TOOL]
+    by_call = {m.metadata["tool_call_id"]: m.content for m in results}
+    assert by_call == {f"p{n}": f"done {n}" for n in range(5)}
+    # ... and the model's next request has them right after the calls, in call order.
+    sent = model.requests[1].messages
+    assert [m.get("tool_call_id") for m in sent[-5:]] == [f"p{n}" for n in range(5)]
 
 
 async def test_earlier_tool_steps_go_inline_when_this_caller_is_offered_no_tools(
