@@ -34,7 +34,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         params = getattr(getattr(item, "callspec", None), "params", {})
         fixtures = getattr(item, "fixturenames", ())
         if "postgres" in params.values() or (
-            item.module is not None
+            isinstance(item, pytest.Function)
+            and item.module is not None
             and item.module.__name__ == "tests.test_store_postgres"
             and any(f in fixtures for f in ("url", "store", "two_lock_pools"))
         ):

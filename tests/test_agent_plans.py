@@ -42,7 +42,8 @@ SPECS = {
 
 
 def explain(messages: Sequence[WireMessage], options: ModelOptions) -> str:
-    return "answer from: " + messages[-1]["content"].replace("\n", " | ")
+    content: str = messages[-1]["content"]
+    return "answer from: " + content.replace("\n", " | ")
 
 
 def test_plan_parsing_accepts_fences_and_names_each_problem() -> None:

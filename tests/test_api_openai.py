@@ -11,8 +11,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from sessiongate.errors import ModelError
+from sessiongate.models.base import ReplyModel
 from tests.support.gateway import Gateway, gateway_settings, running_gateway
 from tests.support.helpers import ScriptedModel
 
@@ -27,7 +29,7 @@ def scripted() -> ScriptedModel:
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, scripted: ScriptedModel) -> Iterator[Gateway]:
     path: Path = tmp_path_factory.mktemp("openai")
-    models = {
+    models: dict[str, ReplyModel] = {
         "scripted": scripted,
         # Not an agent: reached only through a per-key `reply_model` override.
         "failing": ScriptedModel("failing", fail=ModelError("upstream down")),
@@ -188,7 +190,7 @@ def test_gateway_keeps_the_history(
     ]
 
     # A client that re-sends the whole conversation does not duplicate it.
-    resend = [
+    resend: list[ChatCompletionMessageParam] = [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "my name is Ada"},
         {"role": "assistant", "content": "reply to: my name is Ada"},

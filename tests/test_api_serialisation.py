@@ -18,7 +18,14 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from sessiongate.errors import ModelError
-from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    ModelChunk,
+    ModelOptions,
+    TextDelta,
+    Usage,
+    WireMessage,
+)
 from tests.support.gateway import Gateway, gateway_settings, running_gateway
 
 TIMEOUT = 5.0
@@ -50,7 +57,9 @@ class HeldModel:
     def events_for(self, content: str) -> list[str]:
         return [what for what, c in self.log if c == content]
 
-    async def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
+    async def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
         content = messages[-1]["content"]
         self.log.append(("begin", content))
         words = f"reply to: {content}".split(" ")

@@ -18,6 +18,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from sessiongate.errors import ModelError
+from sessiongate.models.base import ReplyModel
 from tests.support.gateway import Gateway, gateway_settings, running_gateway
 from tests.support.helpers import ScriptedModel
 
@@ -33,7 +34,7 @@ def scripted() -> ScriptedModel:
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, scripted: ScriptedModel) -> Iterator[Gateway]:
     path: Path = tmp_path_factory.mktemp("ws")
-    models = {
+    models: dict[str, ReplyModel] = {
         "scripted": scripted,
         "failing": ScriptedModel("failing", fail=ModelError("upstream down")),
         "failing_mid": ScriptedModel(
@@ -261,7 +262,9 @@ async def test_frames_sent_back_to_back_run_one_after_another(gw: Gateway) -> No
     async with chat(gw, "/api/claude/ws") as (ws, _):
         for content in ("first one", "second one", "third one"):
             await ws.send(json.dumps({"content": content, "session_id": key}))
-        replies, counts, chunks = [], [], []
+        replies: list[str] = []
+        counts: list[int] = []
+        chunks: list[str] = []
         while len(counts) < 3:
             frame = await recv_json(ws)
             assert frame["type"] in ("message", "complete"), frame

@@ -20,6 +20,7 @@ from sessiongate.errors import (
 from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
 from sessiongate.service.turns import InboundTurn, RecallRequest
+from sessiongate.store.sqlite import SQLiteStore
 from tests.conftest import ALICE
 from tests.support.helpers import collect
 
@@ -58,6 +59,7 @@ def test_valid_session_keys_pass(key: str) -> None:
 
 
 async def assert_nothing_written(engine: Engine) -> None:
+    assert isinstance(engine.store, SQLiteStore)  # these tests run on SQLite
     db = engine.store.connection
     assert db.execute("SELECT COUNT(*) FROM session_keys").fetchone()[0] == 0
     assert db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0

@@ -12,6 +12,7 @@ import pytest
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Message, Role
+from sessiongate.models.base import ReplyModel
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.turns import InboundTurn, TurnHandle
 from tests.conftest import ALICE, make_settings
@@ -36,11 +37,11 @@ async def engine(
 ) -> AsyncIterator[Engine]:
     """`scripted` replies at once (yielding to the loop between tokens); `gated` sends its
     first token, sets `started`, then waits for `gate`."""
-    models = {
+    models: dict[str, ReplyModel] = {
         "scripted": ScriptedModel(),
         "gated": ScriptedModel("gated", gate=gate, started=started),
     }
-    built = build_engine(make_settings(tmp_path), clock=clock, models=models)  # type: ignore[arg-type]
+    built = build_engine(make_settings(tmp_path), clock=clock, models=models)
     yield built
     await built.aclose()
 

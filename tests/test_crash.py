@@ -141,6 +141,7 @@ async def test_kill_between_user_and_assistant_commit(tmp_path: Path) -> None:
             (last_seq + 1, Role.USER, "are you back?"),
             (last_seq + 2, Role.ASSISTANT, "reply to: are you back?"),
         ]
+        assert isinstance(engine.store, SQLiteStore)
         assert await engine.store.integrity_check() == "ok"
     finally:
         await engine.aclose()

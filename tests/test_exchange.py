@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from sessiongate.service import sessions as sessions_module
 from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
 from sessiongate.store.export_format import export_lines
+from sessiongate.store.sqlite import SQLiteStore
 from tests.conftest import ALICE
 from tests.support.helpers import collect
 
@@ -82,17 +84,22 @@ def mutate(lines: list[str], index: int, **changes: object) -> list[str]:
     ],
 )
 async def test_broken_export_lines_name_the_line_and_write_nothing(
-    engine: Engine, clock: ManualClock, breaker: object, line: int | None, fragment: str
+    engine: Engine,
+    clock: ManualClock,
+    breaker: Callable[[list[str]], list[str]],
+    line: int | None,
+    fragment: str,
 ) -> None:
     lines = await build_history(engine, clock)
     await engine.sessions.delete(KEY, ALICE)
-    broken = breaker(lines)  # type: ignore[operator]
+    broken = breaker(lines)
     with pytest.raises(ImportFormatError) as info:
         await engine.sessions.import_chain(broken, ALICE)
     if line is not None:
         assert info.value.line == line
         assert f"line {line}:" in info.value.message
     assert fragment.lower() in info.value.message.lower()
+    assert isinstance(engine.store, SQLiteStore)  # SQLite only (conftest._SQLITE_ONLY)
     assert engine.store.connection.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
     assert await engine.store.get_key(REF) is None
 

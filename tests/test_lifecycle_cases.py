@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,8 +14,10 @@ from sessiongate.core.control import BUILTIN_JUDGE, ControlSource, resolve_contr
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import RotationReason, SegmentStatus
 from sessiongate.errors import ImmutableSegment
+from sessiongate.models.base import WireMessage
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.turns import RecallRequest
+from sessiongate.store.sqlite import SQLiteStore
 from tests.conftest import ALICE, make_settings
 from tests.support.helpers import ScriptedModel, collect, types
 
@@ -180,9 +183,12 @@ async def test_control_model_reply_model_switch_keeps_control(
 ) -> None:
     """C4: changing the reply model leaves the control model where it was."""
     judge_calls: list[str] = []
-    judge = ScriptedModel(
-        "judge", lambda m: judge_calls.append("judge") or '{"new_topic_confidence": 0.95}'
-    )
+
+    def judge_reply(messages: Sequence[WireMessage]) -> str:
+        judge_calls.append("judge")
+        return '{"new_topic_confidence": 0.95}'
+
+    judge = ScriptedModel("judge", judge_reply)
     reply_x, reply_y = ScriptedModel("x"), ScriptedModel("y")
     settings = make_settings(
         tmp_path,
@@ -261,6 +267,7 @@ async def test_history_segment_immutable(engine: Engine) -> None:
         await engine.store.append_message(
             s1, role=Role.USER, content="late write", now=engine.sessions.clock.now()
         )
+    assert isinstance(engine.store, SQLiteStore)  # SQLite only (conftest._SQLITE_ONLY)
     raw = sqlite3.connect(engine.store.path)
     attacks = [
         ("UPDATE messages SET content = 'rewritten' WHERE segment_id = ?", (s1,)),

@@ -117,4 +117,4 @@ async def test_a_rate_limit_error_event_after_text_is_rate_limited() -> None:
 
 def test_config_needs_a_model_name() -> None:
     with pytest.raises(ConfigError, match=r"models\.c\.model"):
-        build_reply_model("c", ModelConfig(provider="anthropic"))
+        build_reply_model("c", ModelConfig.model_validate({"provider": "anthropic"}))

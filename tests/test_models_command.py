@@ -101,9 +101,9 @@ async def test_a_non_zero_exit_is_command_failed_with_stderr_only_in_the_log(
     assert outcome.error.message == "the model command exited with code 3"
     assert outcome.usage is None
     (record,) = caplog.records
-    assert record.levelno == logging.WARNING and "'relay'" in record.model
-    assert record.detail.endswith("FATAL: upstream down")
-    assert len(record.detail) <= len("stderr: ") + 500
+    assert record.levelno == logging.WARNING and "'relay'" in record.__dict__["model"]
+    assert record.__dict__["detail"].endswith("FATAL: upstream down")
+    assert len(record.__dict__["detail"]) <= len("stderr: ") + 500
 
 
 async def test_a_relay_that_runs_too_long_is_killed_with_its_process_group(
@@ -127,7 +127,7 @@ async def test_a_missing_executable_is_command_not_found(
     assert outcome.error is not None and outcome.error.code == "command_not_found"
     assert outcome.error.message == "the model command was not found"
     (record,) = caplog.records
-    assert record.program.endswith("no-such-relay")
+    assert record.__dict__["program"].endswith("no-such-relay")
     assert "s3cret" not in str(vars(record))  # argv past the program may carry secrets
 
 
@@ -177,7 +177,7 @@ async def test_a_cancelled_turn_kills_the_relay(tmp_path: Path) -> None:
 
 def test_config_needs_a_command() -> None:
     with pytest.raises(ConfigError, match=r"models\.relay\.command"):
-        build_reply_model("relay", ModelConfig(provider="command"))
+        build_reply_model("relay", ModelConfig.model_validate({"provider": "command"}))
 
 
 async def test_a_turn_through_the_engine(tmp_path: Path) -> None:

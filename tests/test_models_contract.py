@@ -392,8 +392,8 @@ async def test_provider_text_never_reaches_the_error_message_only_the_log(
     assert len(error.message) <= 80
     # The operator still gets the provider's words, with the model named and keys blanked.
     (record,) = [r for r in caplog.records if getattr(r, "code", None) == error.code]
-    assert record.levelno == logging.WARNING and "'fake'" in record.model
-    detail = record.detail
+    assert record.levelno == logging.WARNING and "'fake'" in record.__dict__["model"]
+    detail = record.__dict__["detail"]
     assert "db-7.internal" in detail and "hunter2" in detail
     assert API_KEY not in detail and "sk-proj-LEAKED" not in detail
 

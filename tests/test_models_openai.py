@@ -119,13 +119,17 @@ def test_backoff_doubles_and_is_capped() -> None:
 
 def test_config_needs_a_model_name() -> None:
     with pytest.raises(ConfigError, match=r"models\.m\.model"):
-        build_reply_model("m", ModelConfig(provider="openai", base_url="http://x/v1"))
+        build_reply_model(
+            "m", ModelConfig.model_validate({"provider": "openai", "base_url": "http://x/v1"})
+        )
 
 
 def test_config_names_a_missing_key_variable_without_guessing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("SG_TEST_MISSING_KEY", raising=False)
-    config = ModelConfig(provider="openai", model="m", api_key_env="SG_TEST_MISSING_KEY")
+    config = ModelConfig.model_validate(
+        {"provider": "openai", "model": "m", "api_key_env": "SG_TEST_MISSING_KEY"}
+    )
     with pytest.raises(ConfigError, match="SG_TEST_MISSING_KEY"):
         build_reply_model("m", config)

@@ -25,6 +25,7 @@ from sessiongate.models.base import (
     ModelOptions,
     ToolCallChunk,
     ToolSpec,
+    WireMessage,
     capabilities_of,
 )
 from sessiongate.models.command import CommandModel
@@ -324,7 +325,7 @@ async def test_openai_body_carries_tools_choice_format_and_images(models: list[M
     options = ModelOptions(
         tools=(SEARCH, ADD), tool_choice="notes_add", response_format={"type": "json_object"}
     )
-    messages = [
+    messages: list[WireMessage] = [
         {"role": "system", "content": "Be brief."},
         {
             "role": "user",
@@ -393,7 +394,7 @@ async def test_openai_json_schema_format_passes_through_and_no_tools_means_no_ch
     assert "tools" not in body and "tool_choice" not in body
 
 
-TOOL_ROUND = [
+TOOL_ROUND: list[WireMessage] = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "find tom and note he likes fish"},
     {
@@ -504,7 +505,7 @@ async def test_anthropic_body_carries_tools_choice_images_and_the_json_instructi
     options = ModelOptions(
         tools=(SEARCH,), tool_choice="required", response_format={"type": "json_object"}
     )
-    messages = [
+    messages: list[WireMessage] = [
         {"role": "system", "content": "Be brief."},
         {
             "role": "user",
@@ -631,7 +632,7 @@ async def test_anthropic_tool_use_stop_reason_is_a_normal_end(models: list[Model
 
 # -- capabilities and the text-only models ------------------------------------------------------
 
-PARTS_MESSAGES = [
+PARTS_MESSAGES: list[WireMessage] = [
     {"role": "system", "content": "Be brief."},
     {
         "role": "user",

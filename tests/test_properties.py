@@ -42,6 +42,7 @@ from sessiongate.core.rotation import LifecyclePolicy, day_key, parse_new_comman
 from sessiongate.core.segments import RotationReason, Segment, SegmentStatus
 from sessiongate.errors import NothingToRevert
 from sessiongate.service.engine import Engine, build_engine
+from sessiongate.store.sqlite import SQLiteStore
 from tests.conftest import ALICE, make_settings
 from tests.support.helpers import ScriptedModel, collect
 
@@ -112,6 +113,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.engine: Engine = build_engine(
             settings_, clock=self.clock, models={"scripted": ScriptedModel()}
         )
+        assert isinstance(self.engine.store, SQLiteStore)
         self.raw = sqlite3.connect(self.engine.store.path, isolation_level=None)
         # -- the model -------------------------------------------------------------------
         #: Segment ids in the order they were created.

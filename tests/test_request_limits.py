@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -420,7 +421,7 @@ async def test_a_websocket_outlives_both_timeouts(gateway: Served) -> None:
         assert ready["type"] == "ready"
         await asyncio.sleep(TIMEOUT * 2.2)
         await ws.send(json.dumps({"content": "hello"}))
-        frames = []
+        frames: list[dict[str, Any]] = []
         while not frames or frames[-1]["type"] not in ("complete", "error"):
             frames.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
     assert frames[-1]["type"] == "complete", frames

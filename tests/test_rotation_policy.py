@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.rotation import (
     ActionKind,
     LifecycleMode,
@@ -27,7 +28,7 @@ BERLIN = ZoneInfo("Europe/Berlin")
 def segment(created: datetime, last: datetime | None = None, count: int = 2) -> Segment:
     return Segment(
         session_id="s",
-        key="k",
+        key=KeyRef("alice", "k"),
         status=SegmentStatus.LATEST,
         created_at=created,
         archived_at=None,
@@ -46,8 +47,18 @@ def policy(**kwargs: object) -> LifecyclePolicy:
     return replace(base, **kwargs)  # type: ignore[arg-type]
 
 
-def local(tz: ZoneInfo, *args: int, fold: int = 0) -> datetime:
-    return datetime(*args, tzinfo=tz, fold=fold).astimezone(UTC)  # type: ignore[misc]
+def local(
+    tz: ZoneInfo,
+    year: int,
+    month: int,
+    day: int,
+    hour: int = 0,
+    minute: int = 0,
+    second: int = 0,
+    *,
+    fold: int = 0,
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=tz, fold=fold).astimezone(UTC)
 
 
 # -- idle -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role, RotationReason
 from sessiongate.errors import ConfigError, KeyExists, MigrationError, SessionGateError
 from sessiongate.service.engine import build_engine
+from sessiongate.service.sessions import Caller
 from sessiongate.store.migrations import load_migrations
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.postgres_locks import PostgresKeyLocks, lock_id
@@ -343,9 +344,7 @@ async def test_engine_on_postgres_uses_advisory_locks_and_counts_keys(
     assert not (tmp_path / "sessiongate.db").exists()  # no SQLite file on the side
 
 
-def engine_caller() -> object:
-    from sessiongate.service.sessions import Caller
-
+def engine_caller() -> Caller:
     return Caller("alice")
 
 

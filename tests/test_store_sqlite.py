@@ -151,11 +151,11 @@ def test_migration_3_unindexes_latest_segments_of_an_existing_database(tmp_path:
     db.execute("PRAGMA foreign_keys = ON")
     all_known = migrations.load_migrations("sqlite")
     original = migrations.load_migrations
-    migrations.load_migrations = lambda dialect: all_known[:2]  # type: ignore[assignment]
+    migrations.load_migrations = lambda dialect: all_known[:2]
     try:
         migrations.apply_sqlite_migrations(db)
     finally:
-        migrations.load_migrations = original  # type: ignore[assignment]
+        migrations.load_migrations = original
     db.execute("BEGIN")
     db.execute(
         "INSERT INTO segments (session_id, key, created_at, context_started_at,"
@@ -187,11 +187,11 @@ async def test_migration_4_moves_existing_keys_into_their_owners_namespace(
     db.execute("PRAGMA foreign_keys = ON")
     all_known = migrations.load_migrations("sqlite")
     original = migrations.load_migrations
-    migrations.load_migrations = lambda dialect: all_known[:3]  # type: ignore[assignment]
+    migrations.load_migrations = lambda dialect: all_known[:3]
     try:
         migrations.apply_sqlite_migrations(db)
     finally:
-        migrations.load_migrations = original  # type: ignore[assignment]
+        migrations.load_migrations = original
     # A v3 chain under the bare name: s1 (archived, one message) -> s2 (latest).
     db.execute("BEGIN")
     for sid in ("s1", "s2"):

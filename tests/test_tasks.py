@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -155,11 +155,12 @@ async def test_another_users_task_is_not_found_like_an_unknown_id(engine: Engine
     tasks = tasks_of(engine)
     task = await tasks.add("alice", "Alice's secret errand")
     unknown_id = other_id(task.task_id)
-    for attempt in (
+    attempts: tuple[Callable[[str], Awaitable[Task]], ...] = (
         lambda task_id: tasks.get("bob", task_id),
         lambda task_id: tasks.update("bob", task_id, title="mine now"),
         lambda task_id: tasks.complete("bob", task_id),
-    ):
+    )
+    for attempt in attempts:
         with pytest.raises(NotFound) as other:
             await attempt(task.task_id)
         with pytest.raises(NotFound) as unknown:

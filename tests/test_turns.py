@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 from sessiongate.core.clock import ManualClock
@@ -139,6 +140,7 @@ async def test_client_that_stops_listening_loses_nothing(
     engine = failing_engine(tmp_path, clock, slow)
     try:
         stream = engine.turns.run_turn(InboundTurn(KEY, ALICE, "question"))
+        assert isinstance(stream, AsyncGenerator)  # `run_turn` is an async generator
         first = await anext(stream)
         assert first.type == "start"
         await stream.aclose()  # the client goes away mid-stream

@@ -34,11 +34,7 @@ from sessiongate.errors import ConfigError
 CONFIG_ENV = "SESSIONGATE_CONFIG"
 
 
-# Kept under its old name for the sections below.
-_Section = Section
-
-
-class ServerConfig(_Section):
+class ServerConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     #: A WebSocket must send its API key as the first frame within this time.
@@ -56,7 +52,7 @@ class ServerConfig(_Section):
         return None if value is None else "********"
 
 
-class CompatConfig(_Section):
+class CompatConfig(Section):
     """The agents and keys behind the source designs' own clients."""
 
     #: Seed 001's two WebSocket endpoints.
@@ -69,7 +65,7 @@ class CompatConfig(_Section):
     providers: dict[str, str] = {}
 
 
-class DatabaseConfig(_Section):
+class DatabaseConfig(Section):
     #: Empty or `sqlite:///path`: SQLite. `postgresql://user@host:port/db` (or postgres://):
     #: PostgreSQL, shared by any number of gateway processes.
     url: str = ""
@@ -125,14 +121,14 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-class SemanticConfig(_Section):
+class SemanticConfig(Section):
     enabled: bool = False
     threshold: float = Field(0.8, ge=0.0, le=1.0)
     cooldown: Duration = timedelta(minutes=10)
     min_messages: int = Field(4, ge=0)
 
 
-class LifecycleConfig(_Section):
+class LifecycleConfig(Section):
     mode: LifecycleMode = LifecycleMode.SEGMENTED
     idle_window: OptionalDuration = timedelta(hours=12)
     day_boundary: str = "04:00"
@@ -166,7 +162,7 @@ class LifecycleConfig(_Section):
         )
 
 
-class ModelConfig(_Section):
+class ModelConfig(Section):
     provider: Literal["openai", "anthropic", "offline", "command"] = "offline"
     base_url: str | None = None
     model: str | None = None
@@ -177,7 +173,7 @@ class ModelConfig(_Section):
     max_retries: int = Field(2, ge=0, le=10)
 
 
-class AgentConfig(_Section):
+class AgentConfig(Section):
     """Every field is optional: a named agent inherits what it leaves unset from
     `[agents.defaults]`."""
 
@@ -220,7 +216,7 @@ class AgentConfig(_Section):
         return check_tool_patterns(value)
 
 
-class LimitsConfig(_Section):
+class LimitsConfig(Section):
     max_content_chars: int = Field(100_000, ge=1, le=10_000_000)
     max_body_bytes: int = Field(1_048_576, ge=1024)
     max_recall_results: int = Field(20, ge=1, le=200)

@@ -20,7 +20,14 @@ from pathlib import Path
 from sessiongate.config import Settings
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
-from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    ModelChunk,
+    ModelOptions,
+    TextDelta,
+    Usage,
+    WireMessage,
+)
 from sessiongate.service.engine import build_engine
 from sessiongate.service.sessions import Caller
 from sessiongate.service.turns import InboundTurn
@@ -39,7 +46,9 @@ class HangingModel:
     def __init__(self) -> None:
         self.hanging = asyncio.Event()
 
-    async def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
+    async def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
         last = messages[-1]["content"]
         if last != FINAL:
             yield TextDelta(f"reply to: {last}")
@@ -58,7 +67,7 @@ async def main(data_dir: Path, ready: Path, turns: int) -> None:
         models={},
     )
     model = HangingModel()
-    engine = build_engine(settings, clock=ManualClock(START), models={"crashy": model})  # type: ignore[dict-item]
+    engine = build_engine(settings, clock=ManualClock(START), models={"crashy": model})
     caller = Caller("alice")
     for index in range(turns):
         handle = engine.turns.start_turn(InboundTurn(KEY, caller, f"turn {index}"))

@@ -37,7 +37,7 @@ async def main(data_dir: Path, ready: Path) -> None:
         agents={"main": {"model": model.name, "tools": ["add", "sleep"]}},
         models={},
     )
-    engine = build_engine(settings, clock=ManualClock(START), models={model.name: model})  # type: ignore[dict-item]
+    engine = build_engine(settings, clock=ManualClock(START), models={model.name: model})
     engine.tools.add_source(toolbox())
     handle = engine.turns.start_turn(InboundTurn(KEY, Caller("alice"), "add and wait"))
     async for event in handle.events():

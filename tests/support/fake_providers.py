@@ -300,7 +300,7 @@ async def consume(model: ReplyModel, messages: Sequence[WireMessage]) -> Outcome
             if isinstance(chunk, TextDelta):
                 outcome.text += chunk.text
                 outcome.tokens += 1
-            else:
+            elif isinstance(chunk, Usage):  # no tools offered, so no tool call chunks
                 outcome.usage = chunk
     except ModelError as exc:
         outcome.error = exc

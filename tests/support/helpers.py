@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sessiongate.errors import ModelError
-from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    ModelChunk,
+    ModelOptions,
+    TextDelta,
+    Usage,
+    WireMessage,
+)
+
+if TYPE_CHECKING:
+    from sessiongate.service.engine import Engine
 
 
 class ScriptedModel:
@@ -30,7 +41,9 @@ class ScriptedModel:
         self.started = started
         self.requests: list[list[dict[str, str]]] = []
 
-    async def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
+    async def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
         self.requests.append([dict(m) for m in messages])
         if self.fail is not None and self.fail_after_tokens is None:
             raise self.fail
@@ -47,15 +60,18 @@ class ScriptedModel:
         yield Usage(prompt_tokens=len(messages), completion_tokens=len(words))
 
 
-async def collect(engine: object, content: str, key: str = "chat:alice", **kwargs: object) -> list:
-    """Run one turn through the engine and return its events."""
+async def collect(
+    engine: Engine, content: str, key: str = "chat:alice", **kwargs: Any
+) -> list[Any]:
+    """Run one turn through the engine and return its events (`Any`: tests read the
+    fields of whichever event type they expect at each position)."""
     from sessiongate.service.sessions import Caller
     from sessiongate.service.turns import InboundTurn
 
     caller = kwargs.pop("caller", Caller("alice"))
-    inbound = InboundTurn(key=key, caller=caller, content=content, **kwargs)  # type: ignore[arg-type]
-    return [event async for event in engine.turns.run_turn(inbound)]  # type: ignore[attr-defined]
+    inbound = InboundTurn(key=key, caller=caller, content=content, **kwargs)
+    return [event async for event in engine.turns.run_turn(inbound)]
 
 
-def types(events: list) -> list[str]:
+def types(events: Sequence[Any]) -> list[str]:
     return [e.type for e in events]

@@ -17,8 +17,15 @@ import uvicorn
 
 from sessiongate.api.app import create_app
 from sessiongate.config import Settings
-from sessiongate.models.base import ModelChunk, TextDelta, Usage, WireMessage
-from sessiongate.service.engine import build_engine
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    ModelChunk,
+    ModelOptions,
+    TextDelta,
+    Usage,
+    WireMessage,
+)
+from sessiongate.service.engine import Engine, build_engine
 
 
 class SlowModel:
@@ -27,7 +34,9 @@ class SlowModel:
 
     name = "slow"
 
-    async def stream(self, messages: Sequence[WireMessage]) -> AsyncIterator[ModelChunk]:
+    async def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
         slow = "slowly" in messages[-1].get("content", "")
         count = 200 if slow else 5
         for index in range(count):
@@ -37,7 +46,7 @@ class SlowModel:
         yield Usage(1, count)
 
 
-async def prepare(db_path: Path, user: str) -> tuple[object, str]:
+async def prepare(db_path: Path, user: str) -> tuple[Engine, str]:
     settings = Settings(
         data_dir=db_path.parent,
         database={"url": f"sqlite:///{db_path}"},
@@ -59,7 +68,7 @@ def main() -> None:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     print(json.dumps({"port": port, "key": key}), flush=True)
-    config = uvicorn.Config(create_app(engine), log_level="warning")  # type: ignore[arg-type]
+    config = uvicorn.Config(create_app(engine), log_level="warning")
     uvicorn.Server(config).run(sockets=[sock])
 
 

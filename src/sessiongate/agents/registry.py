@@ -68,6 +68,24 @@ class InvalidArguments(Exception):
     pass
 
 
+#: Validators by the id of the schema they check (with the schema itself, so a recycled id
+#: is never trusted): building one costs more than validating, and a tool's schema object
+#: lives as long as its tool. Bounded, since an MCP server may send new lists forever.
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Any]] = {}
+_MAX_VALIDATORS = 512
+
+
+def _validator(schema: Mapping[str, Any]) -> Any:
+    cached = _VALIDATORS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        _VALIDATORS.pop(next(iter(_VALIDATORS)))
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
+
+
 def parse_arguments(raw: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     """The model's argument text as a dict that matches `schema`, or InvalidArguments
     with a message a model can act on."""
@@ -78,7 +96,9 @@ def parse_arguments(raw: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidArguments("arguments must be a JSON object")
     try:
-        validator = jsonschema.validators.validator_for(schema)(schema)
+        validator = _validator(schema)
+        if validator.is_valid(value):  # the usual case: skip collecting errors
+            return value
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except jsonschema.exceptions.SchemaError:
         # The tool's own schema is broken (a misbehaving MCP server): let the tool judge.
