@@ -1,6 +1,7 @@
 """The `plan_execute` runner: seed 002's planner → worker → explainer.
 
-1. Planner: one non-streamed call to `planner_model` (default: the reply model) with the
+1. Planner: one call to `planner_model` (default: the reply model), read whole and never
+   forwarded (the adapters stream upstream, as for every call), with the
    tools and their schemas; its JSON plan is validated (core/plans.py). An invalid plan
    gets one repair attempt (the problem is sent back); a second invalid plan ends the turn
    with `invalid_plan` (422). A `plan` event follows a valid plan.
