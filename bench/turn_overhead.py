@@ -49,6 +49,7 @@ from typing import Any, Literal, Protocol
 from common import load_average, nearest_rank, render_table, version_of
 from sessiongate.core.clock import SystemClock
 from sessiongate.core.ids import IdGenerator
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.store.sqlite import SQLiteStore
 
@@ -144,11 +145,11 @@ class SessiongateTurns:
         self.store = (
             SQLiteStore.open(path) if sync == "native" else SQLiteStore.open(path, synchronous=sync)
         )
-        self.key = "bench:turn-overhead"
+        self.key = KeyRef("bench", "bench:turn-overhead")
         self.session_id = IdGenerator(SystemClock()).new()
 
     async def start(self) -> None:
-        await self.store.create_key(self.key, "bench", self.session_id, datetime.now(UTC))
+        await self.store.create_key(self.key, self.session_id, datetime.now(UTC))
 
     @staticmethod
     def _user_meta(turn: int) -> dict[str, Any]:
