@@ -124,7 +124,7 @@ class TableEmbedder:
         return None
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        return np.stack([self.table[t] for t in texts]) if texts else np.zeros((0, 0))
+        return np.stack([self.table[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     async def aclose(self) -> None:
         return None

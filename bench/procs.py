@@ -125,7 +125,8 @@ def run_server(server: Any, sock: socket.socket, profile_out: str | None) -> Non
     if not profile_out:
         server.run(sockets=[sock])
     elif profile_out.endswith(".txt"):
-        from pyinstrument import Profiler  # pip install --target /tmp/x; PYTHONPATH=/tmp/x
+        # An optional profiler, installed by hand: pip install --target /tmp/x; PYTHONPATH=/tmp/x
+        from pyinstrument import Profiler  # type: ignore[import-not-found]
 
         sampler = Profiler(interval=0.0005, async_mode="disabled")
         sampler.start()
