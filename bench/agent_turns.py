@@ -61,7 +61,7 @@ from common import (
     run_async,
     version_of,
 )
-from procs import Child, spawn, stop_child
+from procs import Child, start_child, stop_child
 
 ENTRY = Path(__file__).resolve()
 #: Turns each gateway served, by name ("sessiongate", "inprocess"), warm-ups included.
@@ -117,18 +117,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def start_role(name: str, role_args: list[str], workdir: Path, timeout: float = 60.0) -> Child:
     """`agent_turns.py --role ...` as a server; waits for its ready file."""
-    ready = workdir / f"{name}.ready.json"
-    log_path = workdir / f"{name}.log"
-    command = [sys.executable, str(ENTRY), "--role", *role_args, "--ready-file", str(ready)]
-    process = spawn(command, log_path)
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            stop_child(process)
-            tail = log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"{name} did not start (exit {process.returncode}):\n{tail}")
-        time.sleep(0.02)
-    return Child(name, process, json.loads(ready.read_text()), log_path)
+    return start_child(name, role_args, workdir, timeout, entry=ENTRY)
 
 
 def run_peer(name: str, args: argparse.Namespace, stub: Child, workdir: Path, label: str) -> Phase:

@@ -89,11 +89,18 @@ def spawn(
         )
 
 
-def start_child(name: str, role_args: list[str], workdir: Path, timeout: float = 60.0) -> Child:
-    """Run `gateway_load.py --role ...` and wait for its ready file."""
+def start_child(
+    name: str,
+    role_args: list[str],
+    workdir: Path,
+    timeout: float = 60.0,
+    *,
+    entry: Path = ENTRY,
+) -> Child:
+    """Run `<entry> --role ...` (gateway_load.py unless told) and wait for its ready file."""
     ready = workdir / f"{name}.ready.json"
     log_path = workdir / f"{name}.log"
-    command = [sys.executable, str(ENTRY), "--role", *role_args, "--ready-file", str(ready)]
+    command = [sys.executable, str(entry), "--role", *role_args, "--ready-file", str(ready)]
     process = spawn(command, log_path)
     deadline = time.monotonic() + timeout
     while not ready.exists():
