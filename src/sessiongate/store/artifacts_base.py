@@ -6,9 +6,12 @@ a row names its file, so the layout on disk can change without touching old rows
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
+
+from sessiongate.store.base import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,25 @@ class Artifact:
     created_at: datetime
     #: The file's path relative to data_dir/artifacts.
     file_name: str
+
+
+#: The columns both stores write and select, in the order `artifact_from_row` reads.
+ARTIFACT_COLUMNS = "id, owner, key, turn_id, media_type, size, sha256, created_at, file_name"
+
+
+def artifact_from_row(row: Row, to_time: Callable[[Any], datetime]) -> Artifact:
+    """A row of `ARTIFACT_COLUMNS`; `to_time` reads the store's stored time."""
+    return Artifact(
+        artifact_id=row[0],
+        owner=row[1],
+        key=row[2],
+        turn_id=row[3],
+        media_type=row[4],
+        size=int(row[5]),
+        sha256=row[6],
+        created_at=to_time(row[7]),
+        file_name=row[8],
+    )
 
 
 class ArtifactStore(Protocol):

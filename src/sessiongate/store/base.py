@@ -28,6 +28,12 @@ from sessiongate.core.users import User
 from sessiongate.store.exchange import ChainRecords
 
 
+class Row(Protocol):
+    """A fetched row read by position: a tuple from sqlite3, a Record from asyncpg."""
+
+    def __getitem__(self, index: int, /) -> Any: ...
+
+
 class Store(Protocol):
     async def get_key(self, key: KeyRef) -> SessionKeyRecord | None: ...
 

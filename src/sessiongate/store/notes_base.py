@@ -9,15 +9,16 @@ its embedding model never compares vectors of two models.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from sessiongate.core.notes import Vectors
+from sessiongate.store.base import Row
 
 ChunkIds = npt.NDArray[np.int64]
 
@@ -56,6 +57,22 @@ class ChunkVectors:
 def vector_bytes(vector: Vectors) -> bytes:
     """One vector as stored: little-endian float32."""
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+#: The note columns both stores write and select, in the order `note_from_row` reads.
+NOTE_COLUMNS = "id, owner, title, source, content, created_at"
+
+
+def note_from_row(row: Row, to_time: Callable[[Any], datetime]) -> Note:
+    """A row of `NOTE_COLUMNS`; `to_time` reads the store's stored time."""
+    return Note(
+        note_id=row[0],
+        owner=row[1],
+        title=row[2],
+        source=row[3],
+        content=row[4],
+        created_at=to_time(row[5]),
+    )
 
 
 def vectors_from(blobs: Sequence[bytes], dimensions: int) -> Vectors:

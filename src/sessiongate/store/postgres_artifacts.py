@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncpg
 
-from sessiongate.store.artifacts_base import Artifact
+from sessiongate.store.artifacts_base import ARTIFACT_COLUMNS, Artifact, artifact_from_row
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.postgres_rows import utc
-
-_COLUMNS = "id, owner, key, turn_id, media_type, size, sha256, created_at, file_name"
 
 
 class PostgresArtifactStore:
@@ -20,7 +18,8 @@ class PostgresArtifactStore:
     async def add_artifact(self, artifact: Artifact) -> None:
         async with self._store.transaction(single_statement=True) as db:
             await db.execute(
-                f"INSERT INTO artifacts ({_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                f"INSERT INTO artifacts ({ARTIFACT_COLUMNS})"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 artifact.artifact_id,
                 artifact.owner,
                 artifact.key,
@@ -34,19 +33,19 @@ class PostgresArtifactStore:
 
     async def get_artifact(self, owner: str, artifact_id: str) -> Artifact | None:
         row = await self._store.pool.fetchrow(
-            f"SELECT {_COLUMNS} FROM artifacts WHERE id = $1 AND owner = $2",
+            f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE id = $1 AND owner = $2",
             artifact_id,
             owner,
         )
-        return None if row is None else _artifact(row)
+        return None if row is None else _row_artifact(row)
 
     async def artifacts_of_key(self, owner: str, key: str) -> list[Artifact]:
         rows = await self._store.pool.fetch(
-            f"SELECT {_COLUMNS} FROM artifacts WHERE owner = $1 AND key = $2 ORDER BY id",
+            f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE owner = $1 AND key = $2 ORDER BY id",
             owner,
             key,
         )
-        return [_artifact(r) for r in rows]
+        return [_row_artifact(r) for r in rows]
 
     async def delete_artifacts(self, owner: str, artifact_ids: list[str]) -> None:
         if not artifact_ids:
@@ -59,15 +58,5 @@ class PostgresArtifactStore:
             )
 
 
-def _artifact(row: asyncpg.Record) -> Artifact:
-    return Artifact(
-        artifact_id=row[0],
-        owner=row[1],
-        key=row[2],
-        turn_id=row[3],
-        media_type=row[4],
-        size=int(row[5]),
-        sha256=row[6],
-        created_at=utc(row[7]),
-        file_name=row[8],
-    )
+def _row_artifact(row: asyncpg.Record) -> Artifact:
+    return artifact_from_row(row, utc)

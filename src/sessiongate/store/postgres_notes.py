@@ -10,16 +10,16 @@ import numpy as np
 
 from sessiongate.core.notes import Vectors
 from sessiongate.store.notes_base import (
+    NOTE_COLUMNS,
     ChunkVectors,
     Note,
     NoteChunk,
+    note_from_row,
     vector_bytes,
     vectors_from,
 )
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.postgres_rows import utc
-
-_NOTE_COLUMNS = "id, owner, title, source, content, created_at"
 
 # Each word becomes its own plainto_tsquery (which reads no operators: user text can
 # never be tsquery syntax), and the words are OR-ed, as SQLite's FTS5 query does. A word
@@ -73,7 +73,7 @@ class PostgresNoteStore:
                 )
                 replaced = len(gone)
             await db.execute(
-                f"INSERT INTO notes ({_NOTE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)",
+                f"INSERT INTO notes ({NOTE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)",
                 note.note_id,
                 note.owner,
                 note.title,
@@ -104,13 +104,13 @@ class PostgresNoteStore:
     async def list_notes(self, owner: str, limit: int, before: str | None) -> list[Note]:
         if before is None:
             rows = await self._store.pool.fetch(
-                f"SELECT {_NOTE_COLUMNS} FROM notes WHERE owner = $1 ORDER BY id DESC LIMIT $2",
+                f"SELECT {NOTE_COLUMNS} FROM notes WHERE owner = $1 ORDER BY id DESC LIMIT $2",
                 owner,
                 limit,
             )
         else:
             rows = await self._store.pool.fetch(
-                f"SELECT {_NOTE_COLUMNS} FROM notes WHERE owner = $1 AND id < $2"
+                f"SELECT {NOTE_COLUMNS} FROM notes WHERE owner = $1 AND id < $2"
                 " ORDER BY id DESC LIMIT $3",
                 owner,
                 before,
@@ -169,11 +169,4 @@ class PostgresNoteStore:
 
 
 def _note(row: asyncpg.Record) -> Note:
-    return Note(
-        note_id=row[0],
-        owner=row[1],
-        title=row[2],
-        source=row[3],
-        content=row[4],
-        created_at=utc(row[5]),
-    )
+    return note_from_row(row, utc)

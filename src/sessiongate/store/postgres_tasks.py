@@ -9,14 +9,9 @@ import asyncpg
 from sessiongate.core.tasks import TaskStatus
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.postgres_rows import utc
-from sessiongate.store.tasks_base import Task, TaskUpdate
+from sessiongate.store.tasks_base import TASK_COLUMNS, Task, TaskUpdate, task_from_row
 
-_COLUMNS = (
-    "id, owner, title, status, due, source_key, source_turn_id,"
-    " created_at, updated_at, completed_at"
-)
-
-_INSERT = f"INSERT INTO tasks ({_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+_INSERT = f"INSERT INTO tasks ({TASK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 
 # One statement, so a concurrent update of another field is never lost. The right-hand
 # sides all read the row as it was before this update. The casts tell PostgreSQL the
@@ -33,7 +28,7 @@ UPDATE tasks SET
     END,
     updated_at = $7::timestamptz
 WHERE id = $1 AND owner = $2
-RETURNING {_COLUMNS}
+RETURNING {TASK_COLUMNS}
 """
 
 
@@ -61,7 +56,7 @@ class PostgresTaskStore:
 
     async def get_task(self, owner: str, task_id: str) -> Task | None:
         row = await self._store.pool.fetchrow(
-            f"SELECT {_COLUMNS} FROM tasks WHERE id = $1 AND owner = $2", task_id, owner
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1 AND owner = $2", task_id, owner
         )
         return None if row is None else _task(row)
 
@@ -78,7 +73,7 @@ class PostgresTaskStore:
             params.append(after)
             where.append(f"id > ${len(params)}")
         rows = await self._store.pool.fetch(
-            f"SELECT {_COLUMNS} FROM tasks WHERE {' AND '.join(where)}"
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE {' AND '.join(where)}"
             f" ORDER BY id LIMIT ${len(params) + 1}",
             *params,
             limit,
@@ -108,16 +103,4 @@ class PostgresTaskStore:
 
 
 def _task(row: asyncpg.Record) -> Task:
-    completed_at = row[9]
-    return Task(
-        task_id=row[0],
-        owner=row[1],
-        title=row[2],
-        status=row[3],
-        due=row[4],
-        source_key=row[5],
-        source_turn_id=row[6],
-        created_at=utc(row[7]),
-        updated_at=utc(row[8]),
-        completed_at=None if completed_at is None else utc(completed_at),
-    )
+    return task_from_row(row, utc)

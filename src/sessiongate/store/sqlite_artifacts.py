@@ -5,11 +5,9 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from sessiongate.store.artifacts_base import Artifact
+from sessiongate.store.artifacts_base import ARTIFACT_COLUMNS, Artifact, artifact_from_row
 from sessiongate.store.sqlite import SQLiteStore
 from sessiongate.store.sqlite_rows import from_micros, to_micros
-
-_COLUMNS = "id, owner, key, turn_id, media_type, size, sha256, created_at, file_name"
 
 
 class SQLiteArtifactStore:
@@ -22,7 +20,7 @@ class SQLiteArtifactStore:
     async def add_artifact(self, artifact: Artifact) -> None:
         with self._store.transaction() as db:
             db.execute(
-                f"INSERT INTO artifacts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO artifacts ({ARTIFACT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     artifact.artifact_id,
                     artifact.owner,
@@ -38,17 +36,17 @@ class SQLiteArtifactStore:
 
     async def get_artifact(self, owner: str, artifact_id: str) -> Artifact | None:
         row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM artifacts WHERE id = ? AND owner = ?",
+            f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE id = ? AND owner = ?",
             (artifact_id, owner),
         ).fetchone()
-        return None if row is None else _artifact(row)
+        return None if row is None else _row_artifact(row)
 
     async def artifacts_of_key(self, owner: str, key: str) -> list[Artifact]:
         rows = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM artifacts WHERE owner = ? AND key = ? ORDER BY id",
+            f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE owner = ? AND key = ? ORDER BY id",
             (owner, key),
         ).fetchall()
-        return [_artifact(r) for r in rows]
+        return [_row_artifact(r) for r in rows]
 
     async def delete_artifacts(self, owner: str, artifact_ids: list[str]) -> None:
         if not artifact_ids:
@@ -61,15 +59,5 @@ class SQLiteArtifactStore:
             )
 
 
-def _artifact(row: tuple[Any, ...]) -> Artifact:
-    return Artifact(
-        artifact_id=row[0],
-        owner=row[1],
-        key=row[2],
-        turn_id=row[3],
-        media_type=row[4],
-        size=int(row[5]),
-        sha256=row[6],
-        created_at=from_micros(row[7]),
-        file_name=row[8],
-    )
+def _row_artifact(row: tuple[Any, ...]) -> Artifact:
+    return artifact_from_row(row, from_micros)

@@ -27,16 +27,17 @@ import numpy as np
 
 from sessiongate.core.notes import Vectors
 from sessiongate.store.notes_base import (
+    NOTE_COLUMNS,
     ChunkVectors,
     Note,
     NoteChunk,
+    note_from_row,
     vector_bytes,
     vectors_from,
 )
 from sessiongate.store.sqlite import SQLiteStore
 from sessiongate.store.sqlite_rows import from_micros, to_micros
 
-_NOTE_COLUMNS = "id, owner, title, source, content, created_at"
 # bm25 weights per FTS column (title, content): a word in the title counts double, as the
 # table's configured `rank` (0007_notes.sql) does.
 _BM25 = "bm25(note_chunks_fts, 2.0, 1.0)"
@@ -91,7 +92,7 @@ class SQLiteNoteStore:
                     _delete(db, note_id)
                 replaced = len(old)
             db.execute(
-                f"INSERT INTO notes ({_NOTE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO notes ({NOTE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     note.note_id,
                     note.owner,
@@ -123,12 +124,12 @@ class SQLiteNoteStore:
     async def list_notes(self, owner: str, limit: int, before: str | None) -> list[Note]:
         if before is None:
             rows = self._conn.execute(
-                f"SELECT {_NOTE_COLUMNS} FROM notes WHERE owner = ? ORDER BY id DESC LIMIT ?",
+                f"SELECT {NOTE_COLUMNS} FROM notes WHERE owner = ? ORDER BY id DESC LIMIT ?",
                 (owner, limit),
             ).fetchall()
         else:
             rows = self._conn.execute(
-                f"SELECT {_NOTE_COLUMNS} FROM notes WHERE owner = ? AND id < ?"
+                f"SELECT {NOTE_COLUMNS} FROM notes WHERE owner = ? AND id < ?"
                 " ORDER BY id DESC LIMIT ?",
                 (owner, before, limit),
             ).fetchall()
@@ -268,11 +269,4 @@ def _delete(db: sqlite3.Connection, note_id: str) -> None:
 
 
 def _note(row: tuple[Any, ...]) -> Note:
-    return Note(
-        note_id=row[0],
-        owner=row[1],
-        title=row[2],
-        source=row[3],
-        content=row[4],
-        created_at=from_micros(row[5]),
-    )
+    return note_from_row(row, from_micros)

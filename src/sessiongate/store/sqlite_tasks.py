@@ -8,13 +8,8 @@ from typing import Any
 
 from sessiongate.core.tasks import TaskStatus
 from sessiongate.store.sqlite import SQLiteStore
-from sessiongate.store.sqlite_rows import from_micros, opt_micros, to_micros
-from sessiongate.store.tasks_base import Task, TaskUpdate
-
-_COLUMNS = (
-    "id, owner, title, status, due, source_key, source_turn_id,"
-    " created_at, updated_at, completed_at"
-)
+from sessiongate.store.sqlite_rows import from_micros, to_micros
+from sessiongate.store.tasks_base import TASK_COLUMNS, Task, TaskUpdate, task_from_row
 
 # One statement, so a concurrent update of another field is never lost. The right-hand
 # sides all read the row as it was before this update.
@@ -30,7 +25,7 @@ UPDATE tasks SET
     END,
     updated_at = :now
 WHERE id = :id AND owner = :owner
-RETURNING {_COLUMNS}
+RETURNING {TASK_COLUMNS}
 """
 
 
@@ -44,7 +39,7 @@ class SQLiteTaskStore:
     async def add_task(self, task: Task) -> None:
         with self._store.transaction() as db:
             db.execute(
-                f"INSERT INTO tasks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     task.task_id,
                     task.owner,
@@ -61,7 +56,7 @@ class SQLiteTaskStore:
 
     async def get_task(self, owner: str, task_id: str) -> Task | None:
         row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM tasks WHERE id = ? AND owner = ?", (task_id, owner)
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ? AND owner = ?", (task_id, owner)
         ).fetchone()
         return None if row is None else _task(row)
 
@@ -78,7 +73,7 @@ class SQLiteTaskStore:
             where.append("id > ?")
             params.append(after)
         rows = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM tasks WHERE {' AND '.join(where)} ORDER BY id LIMIT ?",
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE {' AND '.join(where)} ORDER BY id LIMIT ?",
             (*params, limit),
         ).fetchall()
         return [_task(r) for r in rows]
@@ -111,15 +106,4 @@ def _date_text(value: date | None) -> str | None:
 
 
 def _task(row: tuple[Any, ...]) -> Task:
-    return Task(
-        task_id=row[0],
-        owner=row[1],
-        title=row[2],
-        status=row[3],
-        due=None if row[4] is None else date.fromisoformat(row[4]),
-        source_key=row[5],
-        source_turn_id=row[6],
-        created_at=from_micros(row[7]),
-        updated_at=from_micros(row[8]),
-        completed_at=opt_micros(row[9]),
-    )
+    return task_from_row(row, from_micros)

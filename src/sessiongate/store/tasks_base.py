@@ -6,11 +6,13 @@ is invisible, exactly like an id that never existed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from sessiongate.core.tasks import TaskStatus
+from sessiongate.store.base import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,31 @@ class TaskUpdate:
     status: TaskStatus | None = None
     due: date | None = None
     change_due: bool = False
+
+
+#: The columns both stores write and select, in the order `task_from_row` reads.
+TASK_COLUMNS = (
+    "id, owner, title, status, due, source_key, source_turn_id,"
+    " created_at, updated_at, completed_at"
+)
+
+
+def task_from_row(row: Row, to_time: Callable[[Any], datetime]) -> Task:
+    """A row of `TASK_COLUMNS`; `to_time` reads the store's stored time. `due` arrives as
+    a date (PostgreSQL's DATE) or as its ISO text (SQLite)."""
+    due = row[4]
+    return Task(
+        task_id=row[0],
+        owner=row[1],
+        title=row[2],
+        status=row[3],
+        due=due if due is None or isinstance(due, date) else date.fromisoformat(due),
+        source_key=row[5],
+        source_turn_id=row[6],
+        created_at=to_time(row[7]),
+        updated_at=to_time(row[8]),
+        completed_at=None if row[9] is None else to_time(row[9]),
+    )
 
 
 class TaskStore(Protocol):
