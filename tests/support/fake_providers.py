@@ -199,8 +199,14 @@ def openai_events(
     first = openai_chunk()
     first["choices"][0]["delta"] = {"role": "assistant", "content": ""}
     frames = [sse(first)] + [sse(openai_chunk(t)) for t in tokens]
-    if finish:
-        frames.append(sse(openai_chunk(finish="stop")))
+    return frames + openai_ending("stop" if finish else None, usage, done)
+
+
+def openai_ending(finish: str | None, usage: tuple[int, int] | None, done: bool) -> list[str]:
+    """The finish chunk and the usage chunk (without `finish`: neither), then `[DONE]`."""
+    frames = []
+    if finish is not None:
+        frames.append(sse(openai_chunk(finish=finish)))
         if usage is not None:
             chunk = openai_chunk()
             chunk["choices"] = []
@@ -400,20 +406,7 @@ def openai_tool_events(
     finish chunk and the usage chunk (with `done=False` the body just ends)."""
     frames = openai_events(tokens, finish=False, done=False)
     frames += openai_tool_pieces(calls, interleave=interleave)
-    if finish is not None:
-        frames.append(sse(openai_chunk(finish=finish)))
-        if usage is not None:
-            chunk = openai_chunk()
-            chunk["choices"] = []
-            chunk["usage"] = {
-                "prompt_tokens": usage[0],
-                "completion_tokens": usage[1],
-                "total_tokens": sum(usage),
-            }
-            frames.append(sse(chunk))
-    if done:
-        frames.append(sse("[DONE]"))
-    return frames
+    return frames + openai_ending(finish, usage, done)
 
 
 def anthropic_tool_events(
