@@ -7,16 +7,9 @@ it there and check what the next process finds on disk.
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from datetime import timedelta
 from pathlib import Path
-
-import pytest
 
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
@@ -25,47 +18,26 @@ from sessiongate.service.engine import build_engine
 from sessiongate.store.sqlite import SQLiteStore
 from tests.conftest import START, make_settings
 from tests.support.helpers import ScriptedModel, collect
+from tests.support.kill import kill_when_ready
 
 CHILD = Path(__file__).parent / "support" / "crash_child.py"
 KEY = "chat:alice"
 REF = KeyRef("alice", KEY)
 TURNS = 3
-READY_TIMEOUT = 30
 
 
 def run_child_and_kill(data_dir: Path) -> tuple[str, int]:
     """Start the child, wait for it to be mid-turn, SIGKILL it. Returns what it reported:
     the latest segment id and the seq of the last user message."""
     ready = data_dir / "ready"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSIONGATE_")}
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(data_dir), str(ready), str(TURNS)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
+    child = kill_when_ready(
+        CHILD,
+        [str(data_dir), str(ready), str(TURNS)],
+        ready,
+        "that the last user message was committed",
     )
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not ready.exists():
-            if proc.poll() is not None:
-                out, err = proc.communicate(timeout=5)
-                pytest.fail(f"child exited early ({proc.returncode}): {out!r} {err!r}")
-            if time.monotonic() > deadline:
-                pytest.fail("child never reported that the last user message was committed")
-            time.sleep(0.02)
-        assert proc.poll() is None, "the child must still be mid-turn when it is killed"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        assert proc.stdout is not None and proc.stderr is not None
-        proc.stdout.close()
-        proc.stderr.close()
     pid, session_id, seq = ready.read_text(encoding="utf-8").split()
-    assert int(pid) == proc.pid
+    assert int(pid) == child
     return session_id, int(seq)
 
 

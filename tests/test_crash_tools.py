@@ -4,15 +4,8 @@ valid thread: the unanswered call is answered `interrupted` right after its requ
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from datetime import timedelta
 from pathlib import Path
-
-import pytest
 
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
@@ -22,6 +15,7 @@ from sessiongate.service.engine import build_engine
 from tests.conftest import START, make_settings
 from tests.support.agent_models import ToolModel, toolbox
 from tests.support.helpers import collect
+from tests.support.kill import kill_when_ready
 
 CHILD = Path(__file__).parent / "support" / "crash_tool_child.py"
 REF = KeyRef("alice", "chat:alice")
@@ -29,33 +23,7 @@ REF = KeyRef("alice", "chat:alice")
 
 def run_child_and_kill(data_dir: Path) -> None:
     ready = data_dir / "ready"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSIONGATE_")}
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(data_dir), str(ready)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            if proc.poll() is not None:
-                out, err = proc.communicate(timeout=5)
-                pytest.fail(f"child exited early ({proc.returncode}): {out!r} {err!r}")
-            if time.monotonic() > deadline:
-                pytest.fail("child never reported the first tool result")
-            time.sleep(0.02)
-        assert proc.poll() is None
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        assert proc.stdout is not None and proc.stderr is not None
-        proc.stdout.close()
-        proc.stderr.close()
+    kill_when_ready(CHILD, [str(data_dir), str(ready)], ready, "the first tool result")
 
 
 async def test_kill_mid_tool_step_keeps_what_finished_and_the_next_thread_is_valid(
