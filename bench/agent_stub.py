@@ -24,12 +24,9 @@ import argparse
 import asyncio
 import json
 import re
-import signal
 from typing import Any
 
-from common import run_async
-from procs import listening_socket, write_ready
-from stub import StubModel, _raw_chunk, _sse_chunk
+from stub import StubModel, _raw_chunk, _sse_chunk, serve_handler
 
 #: A user message holding this marker is answered in text at once: the no-tool baseline.
 NO_TOOLS = "[no tools]"
@@ -187,15 +184,4 @@ class AgentStub(StubModel):
 def serve_agent_stub(args: argparse.Namespace) -> None:
     stub = AgentStub()
 
-    async def main() -> None:
-        sock = listening_socket()
-        server = await asyncio.start_server(stub.handle, sock=sock, backlog=2048)
-        write_ready(args.ready_file, {"port": sock.getsockname()[1]})
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        async with server:
-            await stop.wait()
-
-    run_async(main())
+    serve_handler(stub.handle, args.ready_file)

@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import signal
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from common import run_async
@@ -200,10 +201,20 @@ class StubModel:
 def serve_stub(args: argparse.Namespace) -> None:
     stub = StubModel(args.tokens, args.stub_ttft_ms / 1000, args.stub_interval_ms / 1000)
 
+    serve_handler(stub.handle, args.ready_file)
+
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def serve_handler(handle: Handler, ready_file: str) -> None:
+    """Serve `handle` on a fresh loopback port until SIGTERM or SIGINT; the port goes to
+    `ready_file` once it listens."""
+
     async def main() -> None:
         sock = listening_socket()
-        server = await asyncio.start_server(stub.handle, sock=sock, backlog=2048)
-        write_ready(args.ready_file, {"port": sock.getsockname()[1]})
+        server = await asyncio.start_server(handle, sock=sock, backlog=2048)
+        write_ready(ready_file, {"port": sock.getsockname()[1]})
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
