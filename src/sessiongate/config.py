@@ -20,6 +20,15 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sessiongate.config_base import Duration, OptionalDuration, Section
+from sessiongate.config_routing import (
+    ActionsPolicy,
+    ClassifierConfig,
+    ModeConfig,
+    OutputContract,
+    RouteConfig,
+    SandboxConfig,
+    check_routing,
+)
 from sessiongate.config_tools import (
     SERVER_NAME,
     McpServerConfig,
@@ -62,6 +71,9 @@ class CompatConfig(Section):
     #: the models its `provider` field picks (`{openai = "gpt", ollama = "local"}`).
     lifehub_agent: str = "main"
     lifehub_key: str = "lifehub:{user}"
+    #: Seed 004's `GET /ai`: its agent and its key (`{user}` is the caller's name).
+    desktop_agent: str = "main"
+    desktop_key: str = "desktop:{user}"
     providers: dict[str, str] = {}
 
 
@@ -209,6 +221,12 @@ class AgentConfig(Section):
     planner_model: str | None = None
     #: plan_execute: the most steps a plan may hold.
     max_plan_steps: int | None = Field(None, ge=1, le=50)
+    #: Seed 004's safety gate before the reply model (unset: no gate).
+    classifier: ClassifierConfig | None = None
+    #: `script_delimiter`: the reply is a script, `---DELIMITER---`, the answer to speak.
+    output_contract: OutputContract | None = None
+    #: What happens to the script of a valid `script_delimiter` reply labelled AGENT.
+    actions: ActionsPolicy | None = None
 
     @field_validator("tools", "tools_non_primary")
     @classmethod
@@ -265,6 +283,11 @@ class Settings(BaseSettings):
     mcp: dict[str, McpServerConfig] = {}
     notes: NotesConfig = NotesConfig()
     tools: ToolsConfig = ToolsConfig()
+    #: First match wins; none configured: seed 000's table (DESIGN.md §8).
+    routes: list[RouteConfig] = []
+    modes: dict[str, ModeConfig] = {}
+    #: Limits of the sandbox that runs scripts of agents with `actions = "sandbox"`.
+    actions: SandboxConfig = SandboxConfig()
 
     @classmethod
     def settings_customise_sources(
@@ -356,6 +379,14 @@ def cross_check(settings: Settings) -> list[str]:
                 f" {settings.models[embeddings].provider!r}; embeddings need an"
                 ' OpenAI-compatible /v1/embeddings (provider "openai")'
             )
+    agent_names = {n for n in settings.agents if n != "defaults"} or {"main"}
+    problems += check_routing(
+        settings.routes,
+        settings.modes,
+        agent_names,
+        known,
+        {name: agent.classifier for name, agent in settings.agents.items()},
+    )
     for server in settings.mcp:
         if not SERVER_NAME.fullmatch(server):
             problems.append(
