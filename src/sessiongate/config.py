@@ -258,6 +258,10 @@ class LimitsConfig(Section):
     ws_max_queued_frames: int = Field(64, ge=1, le=10_000)
     #: The largest file a tool may keep as an artifact (an image, audio), in bytes.
     max_artifact_bytes: int = Field(25 * 1_048_576, ge=1024, le=1_073_741_824)
+    #: Images sent with a turn (`attachments`): how many, and the largest one (decoded
+    #: bytes). Turn routes accept bodies large enough for them on top of max_body_bytes.
+    max_attachments: int = Field(1, ge=0, le=16)
+    max_attachment_bytes: int = Field(5 * 1_048_576, ge=1024, le=64 * 1_048_576)
 
     @property
     def ws_transport_max_bytes(self) -> int:
@@ -301,6 +305,14 @@ class Settings(BaseSettings):
         # The environment overrides the file; the file (passed as init values) overrides
         # the defaults.
         return (env_settings, init_settings)
+
+    @property
+    def turn_body_bytes(self) -> int:
+        """The body limit of turn routes: the ordinary one plus room for the attachments
+        a turn may carry, base64-encoded (4 bytes per 3)."""
+        limits = self.limits
+        per_image = -(-limits.max_attachment_bytes * 4 // 3) + 1024
+        return limits.max_body_bytes + limits.max_attachments * per_image
 
     @property
     def sqlite_path(self) -> Path:

@@ -71,6 +71,10 @@ class ClassifierConfig(Section):
     agent_terms: list[str] = []
     #: The most time the control model may take before the rules decide instead.
     timeout: Duration = timedelta(seconds=15)
+    #: When the control model fails, times out or answers no marker: `keywords` (the
+    #: rules decide) or `refuse` (the turn is refused as UNSAFE: for gateways that run
+    #: scripts, where the rules' limited recall is not an acceptable net).
+    on_failure: Literal["keywords", "refuse"] = "keywords"
 
 
 class SandboxConfig(Section):

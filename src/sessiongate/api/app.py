@@ -11,7 +11,17 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from sessiongate import __version__
-from sessiongate.api import artifacts, lifehub, openai_compat, rest, seed_compat, tools, websocket
+from sessiongate.api import (
+    artifacts,
+    desktop,
+    lifehub,
+    openai_compat,
+    rest,
+    seed_compat,
+    tools,
+    websocket,
+)
+from sessiongate.api import modes as modes_api
 from sessiongate.api import notes as notes_api
 from sessiongate.api import tasks as tasks_api
 from sessiongate.api.auth import current_user
@@ -92,7 +102,11 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.state.served_keys = {}
     app.state.open_sockets = {}
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=engine.settings.limits.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=engine.settings.limits.max_body_bytes,
+        turn_max_bytes=engine.settings.turn_body_bytes,
+    )
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -122,7 +136,9 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.include_router(seed_compat.router)
     app.include_router(tools.router)
     app.include_router(lifehub.router)
+    app.include_router(desktop.router)
     app.include_router(artifacts.router)
     app.include_router(notes_api.router)
     app.include_router(tasks_api.router)
+    app.include_router(modes_api.router)
     return app

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from sessiongate.core.users import User
 from sessiongate.errors import Unauthorized
 from sessiongate.service.engine import Engine
+from sessiongate.service.routing import RouteService
 from sessiongate.service.sessions import Caller
 
 
@@ -32,6 +33,8 @@ def caller_for(user: User) -> Caller:
     return Caller(user.name, admin=user.admin, primary=user.primary)
 
 
-def route_key(user: User) -> str:
-    """`/v1/chat` routing: the primary user's main session, everyone else's own."""
-    return "agent:main:main" if user.primary else f"chat:{user.name}"
+def routes_of(engine: Engine) -> RouteService:
+    """The engine's router (every engine built by `build_engine` has one)."""
+    if engine.routes is None:
+        raise RuntimeError("this engine was built without routes")
+    return engine.routes

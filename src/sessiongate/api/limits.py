@@ -8,18 +8,27 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class BodyLimitMiddleware:
-    """Answers 413 for a body over `max_bytes`, whether announced by Content-Length or
-    streamed; the body is buffered (it is small by definition) and replayed to the app."""
+def is_turn_path(path: str) -> bool:
+    """The routes whose bodies may carry image attachments."""
+    return path == "/v1/chat" or (path.startswith("/v1/sessions/") and path.endswith("/messages"))
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+
+class BodyLimitMiddleware:
+    """Answers 413 for a body over the limit, whether announced by Content-Length or
+    streamed; the body is buffered (it is bounded by definition) and replayed to the app.
+    Turn routes get `turn_max_bytes` (room for image attachments), the rest `max_bytes`."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, turn_max_bytes: int | None = None) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.default_max_bytes = max_bytes
+        self.turn_max_bytes = max(turn_max_bytes or max_bytes, max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
+        turn = is_turn_path(scope.get("path", ""))
+        max_bytes = self.turn_max_bytes if turn else self.default_max_bytes
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
@@ -27,8 +36,8 @@ class BodyLimitMiddleware:
                 except ValueError:
                     await _reject(send, 400, "bad_request", "invalid Content-Length")
                     return
-                if announced > self.max_bytes:
-                    await self._too_large(send)
+                if announced > max_bytes:
+                    await _too_large(send, max_bytes)
                     return
         chunks: list[bytes] = []
         size = 0
@@ -38,8 +47,8 @@ class BodyLimitMiddleware:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
-                await self._too_large(send)
+            if size > max_bytes:
+                await _too_large(send, max_bytes)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -56,10 +65,9 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, send: Send) -> None:
-        await _reject(
-            send, 413, "payload_too_large", f"the request body exceeds {self.max_bytes} bytes"
-        )
+
+async def _too_large(send: Send, max_bytes: int) -> None:
+    await _reject(send, 413, "payload_too_large", f"the request body exceeds {max_bytes} bytes")
 
 
 def error_json(code: str, message: str) -> bytes:

@@ -16,16 +16,20 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from sessiongate.api.auth import CurrentUser, caller_for, route_key
+from sessiongate.api.auth import CurrentUser, caller_for, routes_of
 from sessiongate.api.errors import error_response
 from sessiongate.api.sse import collect_reply, reply_status
 from sessiongate.api.turns import SSE_HEADERS, begin_turn
 from sessiongate.core.events import (
+    ActionEvent,
+    ActionResultEvent,
+    ClassificationEvent,
     ContextLogEvent,
     EndEvent,
     ErrorEvent,
     PlanEvent,
     RotationEvent,
+    RouteEvent,
     StartEvent,
     TokenEvent,
     ToolEndEvent,
@@ -90,8 +94,16 @@ async def chat_completions(
     if body.messages[-1].role != "user":
         # The gateway keeps the history: the last message is the new turn and must be one.
         raise InvalidContent("the last message must be the user's new message")
-    key = x_session_key or route_key(user)
-    inbound = InboundTurn(key, caller_for(user), _text(body.messages[-1]), agent=body.model)
+    decision = None
+    agent = body.model
+    if x_session_key:
+        key = x_session_key
+    else:
+        decision = await routes_of(engine).decide(user, channel="openai")
+        key = decision.key
+    inbound = InboundTurn(
+        key, caller_for(user), _text(body.messages[-1]), agent=agent, route=decision
+    )
     handle, first, events = await begin_turn(engine, inbound)
     completion_id = f"chatcmpl-{handle.turn_id}"
     created = int(time.time())
@@ -164,7 +176,16 @@ async def _chunks(
             case RotationEvent():
                 # Clients that know sessiongate read this; others ignore unknown fields.
                 yield chunk({}, sessiongate_rotation=event.to_dict())
-            case PlanEvent() | ToolStartEvent() | ToolEndEvent() | ContextLogEvent():
+            case (
+                PlanEvent()
+                | ToolStartEvent()
+                | ToolEndEvent()
+                | ContextLogEvent()
+                | RouteEvent()
+                | ClassificationEvent()
+                | ActionEvent()
+                | ActionResultEvent()
+            ):
                 # The agent's own tool steps: text-only clients see nothing; those that
                 # know sessiongate read `sessiongate_<event type>`.
                 step = {k: v for k, v in event_to_dict(event).items() if k != "type"}

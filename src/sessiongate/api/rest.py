@@ -7,13 +7,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from sessiongate.api.auth import CurrentUser, caller_for, route_key
+from sessiongate.api.auth import CurrentUser, caller_for, routes_of
 from sessiongate.api.schemas import (
+    AttachmentBody,
     ChatBody,
     MessageBody,
     PatchBody,
     RecallBody,
     context_json,
+    decode_attachments,
     fragment_json,
     iso,
     message_json,
@@ -21,6 +23,7 @@ from sessiongate.api.schemas import (
     segment_json,
 )
 from sessiongate.api.turns import run_http_turn
+from sessiongate.core.attachments import ImageAttachment
 from sessiongate.errors import InvalidInput
 from sessiongate.service.engine import Engine
 from sessiongate.service.turns import InboundTurn, RecallRequest
@@ -44,16 +47,38 @@ def engine_of(request: Request) -> Engine:
     return engine
 
 
+def attachments_of(
+    engine: Engine, bodies: list[AttachmentBody] | None
+) -> tuple[ImageAttachment, ...]:
+    limits = engine.settings.limits
+    return decode_attachments(
+        bodies, max_count=limits.max_attachments, max_bytes=limits.max_attachment_bytes
+    )
+
+
 @router.post("/chat")
 async def chat(body: ChatBody, user: CurrentUser, request: Request) -> Response:
-    """A routed turn: the primary user's main session, or the user's own."""
-    metadata: dict[str, Any] = {
-        k: v
-        for k, v in (("mode", body.mode), ("channel", body.channel), ("device_id", body.device_id))
-        if v is not None
-    }
-    inbound = InboundTurn(route_key(user), caller_for(user), body.content, metadata=metadata)
-    return await run_http_turn(engine_of(request), inbound, stream=body.stream)
+    """A routed turn: the configured routes (seed 000's table by default) pick agent and
+    key from the user, the mode, the channel and the device."""
+    engine = engine_of(request)
+    decision = await routes_of(engine).decide(
+        user, channel=body.channel or "http", mode=body.mode, device=body.device_id
+    )
+    metadata: dict[str, Any] = {"channel": body.channel or "http"}
+    if body.device_id is not None:
+        metadata["device_id"] = body.device_id
+    if body.mode is not None and decision.mode != body.mode:
+        metadata["requested_mode"] = body.mode
+    inbound = InboundTurn(
+        decision.key,
+        caller_for(user),
+        body.content,
+        agent=decision.agent,
+        metadata=metadata,
+        route=decision,
+        attachments=attachments_of(engine, body.attachments),
+    )
+    return await run_http_turn(engine, inbound, stream=body.stream)
 
 
 @router.post("/sessions/{key}/messages")
@@ -64,8 +89,16 @@ async def post_message(
     recall = None
     if body.recall is not None:
         recall = RecallRequest(body.recall.query, body.recall.rationale, body.recall.limit)
-    inbound = InboundTurn(key, caller_for(user), body.content, agent=body.agent, recall=recall)
-    return await run_http_turn(engine_of(request), inbound, stream=body.stream)
+    engine = engine_of(request)
+    inbound = InboundTurn(
+        key,
+        caller_for(user),
+        body.content,
+        agent=body.agent,
+        recall=recall,
+        attachments=attachments_of(engine, body.attachments),
+    )
+    return await run_http_turn(engine, inbound, stream=body.stream)
 
 
 @router.post("/sessions/{key}/new")

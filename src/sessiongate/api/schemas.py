@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sessiongate.core.attachments import ImageAttachment, InvalidAttachment, decode_image
 from sessiongate.core.context import AssembledContext
 from sessiongate.core.segments import Message, RecallFragment, RotationRecord, Segment
 
@@ -20,12 +21,35 @@ class RecallBody(_Body):
     limit: int = Field(5, ge=1, le=50)
 
 
+class AttachmentMeta(_Body):
+    """Seed 004's screenshot metadata: what the model needs to point at the screen."""
+
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+    width: int | None = Field(None, ge=1, le=100_000)
+    height: int | None = Field(None, ge=1, le=100_000)
+    #: A grid size (`8`) or a description of it (`"8x6"`).
+    grid: int | Annotated[str, Field(max_length=64)] | None = None
+    scale: float | None = Field(None, gt=0, le=100)
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class AttachmentBody(_Body):
+    type: Literal["image"]
+    media_type: str = Field(max_length=100)
+    #: Base64; its size is checked against limits.max_attachment_bytes.
+    data: str
+    meta: AttachmentMeta | None = None
+
+
 class MessageBody(_Body):
     content: str
     stream: bool = True
     agent: str | None = Field(None, max_length=200)
     recall: RecallBody | None = None
-    attachments: list[dict[str, Any]] | None = Field(None, max_length=0)
+    attachments: list[AttachmentBody] | None = Field(None, max_length=16)
 
 
 class ChatBody(_Body):
@@ -34,6 +58,7 @@ class ChatBody(_Body):
     channel: str | None = Field(None, max_length=64)
     device_id: str | None = Field(None, max_length=200)
     stream: bool = True
+    attachments: list[AttachmentBody] | None = Field(None, max_length=16)
 
 
 class LifecycleOverrideBody(_Body):
@@ -47,6 +72,24 @@ class PatchBody(_Body):
     control_model: str | None = Field(None, max_length=200)
     reply_model: str | None = Field(None, max_length=200)
     lifecycle: LifecycleOverrideBody | None = None
+
+
+def decode_attachments(
+    bodies: list[AttachmentBody] | None, *, max_count: int, max_bytes: int
+) -> tuple[ImageAttachment, ...]:
+    """The attachments of a turn body, checked: a 400 or 413 naming the one at fault."""
+    if not bodies:
+        return ()
+    if len(bodies) > max_count:
+        raise InvalidAttachment(
+            f"a turn may carry at most {max_count} attachments (limits.max_attachments)",
+            code="too_many_attachments",
+        )
+    images = []
+    for body in bodies:
+        meta = body.meta.as_dict() if body.meta is not None else None
+        images.append(decode_image(body.media_type, body.data, meta, max_bytes=max_bytes))
+    return tuple(images)
 
 
 def iso(value: Any) -> str | None:

@@ -8,11 +8,15 @@ from typing import Any, assert_never
 import orjson
 
 from sessiongate.core.events import (
+    ActionEvent,
+    ActionResultEvent,
+    ClassificationEvent,
     ContextLogEvent,
     EndEvent,
     ErrorEvent,
     PlanEvent,
     RotationEvent,
+    RouteEvent,
     StartEvent,
     TokenEvent,
     ToolEndEvent,
@@ -68,6 +72,12 @@ async def collect_reply(
                         step["duration_ms"] = event.duration_ms
             case ContextLogEvent():
                 result["context_log"] = event.log
+            case RouteEvent() | ClassificationEvent() | ActionResultEvent():
+                fields = event_to_dict(event)
+                kind = {"action_result": "action"}.get(str(fields.pop("type")), event.type)
+                result[kind] = fields
+            case ActionEvent():
+                result["action"] = {"language": event.language, "script": event.script}
             case EndEvent():
                 result.update(
                     reply="".join(reply),

@@ -23,14 +23,18 @@ from typing import Any, assert_never
 import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from sessiongate.api.auth import caller_for, route_key
+from sessiongate.api.auth import caller_for, routes_of
 from sessiongate.api.ws_frames import FrameError, parse_frame
 from sessiongate.core.events import (
+    ActionEvent,
+    ActionResultEvent,
+    ClassificationEvent,
     ContextLogEvent,
     EndEvent,
     ErrorEvent,
     PlanEvent,
     RotationEvent,
+    RouteEvent,
     StartEvent,
     TokenEvent,
     ToolEndEvent,
@@ -38,9 +42,10 @@ from sessiongate.core.events import (
     TurnEvent,
     event_to_dict,
 )
+from sessiongate.core.routing import RouteDecision
 from sessiongate.core.segments import Message
 from sessiongate.core.users import User
-from sessiongate.errors import SessionGateError
+from sessiongate.errors import InvalidInput, SessionGateError
 from sessiongate.service.engine import Engine
 from sessiongate.service.turns import InboundTurn
 
@@ -67,6 +72,8 @@ class ChatSocket:
         # One agent-selection rule for `ready` and every turn on this socket.
         self.agent = self.engine.turns.agent(agent)
         self._send_lock = asyncio.Lock()
+        #: `/v1/ws` without `?session_id=`: frames that name no key are routed one by one.
+        self._routed = False
 
     async def run(self) -> None:
         await self.ws.accept()
@@ -84,7 +91,12 @@ class ChatSocket:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(self.limits.ws_max_queued_frames)
         worker: asyncio.Task[None] | None = None
         try:
-            key = self._default_key(user)
+            try:
+                key = await self._default_key(user)
+            except SessionGateError as exc:  # a bad mode, channel or device in the URL
+                await self._error(exc.code, exc.message)
+                await self.ws.close(POLICY_VIOLATION, exc.code)
+                return
             await self._ready(user, key)
             worker = asyncio.get_running_loop().create_task(self._run_turns(user, key, queue))
             await self._read_frames(queue)
@@ -117,13 +129,29 @@ class ChatSocket:
         await self.ws.send_text("authenticated")
         return user
 
-    def _default_key(self, user: User) -> str:
+    async def _default_key(self, user: User) -> str:
+        """The key of frames that name none: `?session_id=`, else on `/v1/ws` the route
+        (DESIGN.md §8), else seed 001's per-endpoint key."""
         requested = self.ws.query_params.get("session_id")
         if requested:
             return requested
         if self.endpoint == "v1":
-            return route_key(user)
+            self._routed = True
+            return (await self._route(user, None)).key
         return f"mobile:{self.endpoint}:{user.name}"
+
+    async def _route(self, user: User, mode: object) -> RouteDecision:
+        query = self.ws.query_params
+        if mode is None:
+            mode = query.get("mode")
+        if mode is not None and not isinstance(mode, str):
+            raise InvalidInput("mode must be a string", code="invalid_mode")
+        return await routes_of(self.engine).decide(
+            user,
+            channel=query.get("channel") or "ws",
+            mode=mode,
+            device=query.get("device_id"),
+        )
 
     async def _ready(self, user: User, key: str) -> None:
         history: list[dict[str, Any]] = []
@@ -205,14 +233,22 @@ class ChatSocket:
             await self._error("invalid_content", "content must be a string", frame_number)
             return
         metadata = {"device_id": device_id[:200]} if device_id else {}
-        inbound = InboundTurn(
-            key,
-            caller_for(user),
-            content,
-            agent=self.agent.name,
-            metadata={**metadata, "transport": self.endpoint},
-        )
+        agent = self.agent.name
+        decision = None
         try:
+            if requested is None and self._routed:
+                # Routed per frame: a mode unlocked (or expired) since the socket opened
+                # counts from the next message on.
+                decision = await self._route(user, data.get("mode"))
+                key, agent = decision.key, decision.agent
+            inbound = InboundTurn(
+                key,
+                caller_for(user),
+                content,
+                agent=agent,
+                metadata={**metadata, "transport": self.endpoint},
+                route=decision,
+            )
             handle = self.engine.turns.start_turn(inbound)
         except SessionGateError as exc:
             await self._error(exc.code, exc.message, frame_number)
@@ -269,7 +305,16 @@ def render(event: TurnEvent, key: str) -> dict[str, Any] | None:
                 "message": event.message,
                 "timestamp": _now(),
             }
-        case ContextLogEvent() | PlanEvent() | ToolStartEvent() | ToolEndEvent():
+        case (
+            ContextLogEvent()
+            | PlanEvent()
+            | ToolStartEvent()
+            | ToolEndEvent()
+            | RouteEvent()
+            | ClassificationEvent()
+            | ActionEvent()
+            | ActionResultEvent()
+        ):
             # The agent runtime's steps, in the same shape as on SSE.
             return {**event_to_dict(event), "timestamp": _now()}
         case StartEvent():

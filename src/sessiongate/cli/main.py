@@ -17,6 +17,7 @@ from sessiongate.cli.demo import fresh_demo_database, run_demo
 from sessiongate.cli.mcp import mcp_app
 from sessiongate.cli.notes import notes_app
 from sessiongate.config import Settings, cross_check, load_settings
+from sessiongate.core.users import User
 from sessiongate.errors import ConfigError, InvalidInput, SessionGateError, SessionNotFound
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller, ChainView
@@ -153,6 +154,35 @@ def users_add(
     roles = ", ".join(r for r, on in (("primary", primary), ("admin", admin)) if on) or "user"
     console.print(f"created {name} ({roles}); the key is shown only now:")
     print(key)
+
+
+@users_app.command("modes")
+def users_modes(
+    name: str,
+    enable: Annotated[
+        list[str] | None, typer.Option("--enable", help="Enable this mode (repeatable).")
+    ] = None,
+    disable: Annotated[
+        list[str] | None, typer.Option("--disable", help="Disable this mode (repeatable).")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Enable or disable modes for a user; print the modes enabled afterwards."""
+
+    async def change(engine: Engine) -> tuple[str, ...]:
+        if engine.modes is None:
+            raise ConfigError("this gateway has no modes")
+        if not enable and not disable:
+            return await engine.modes.enabled(name)
+        # Disabling ends the mode's running unlocks, recorded as locked by the operator.
+        operator = User(OPERATOR.name, admin=True)
+        user = await engine.modes.change_enabled(
+            operator, name, enable=enable or (), disable=disable or ()
+        )
+        return user.modes
+
+    modes = _with_engine(config, change)
+    console.print(f"{name}: modes enabled: {', '.join(modes) or '(none)'}", markup=False)
 
 
 @app.command()

@@ -63,16 +63,28 @@ class AssembledContext:
     #: Thread messages left out because of the token budget (oldest first).
     dropped_messages: int
     recall: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    #: What replaces the text of the turn's own (last) user message on the wire: parts
+    #: holding its images and what the model must read first (seed 004's marker). The
+    #: stored message keeps the plain text.
+    current_parts: tuple[dict[str, Any], ...] = ()
 
     def to_wire(self, *, inline_tool_steps: bool = False) -> list[dict[str, Any]]:
         """The messages in the model port's wire form. `inline_tool_steps` writes each
         tool step as assistant text instead (for a model without tool support, when the
         thread holds steps another agent or a plan took)."""
+        wire: list[dict[str, Any]]
         if not self.has_tool_steps:
-            return [{"role": m.role, "content": m.content} for m in self.messages]
-        if inline_tool_steps:
-            return inline_steps(self.messages)
-        return [tool_wire(m) for m in self.messages]
+            wire = [{"role": m.role, "content": m.content} for m in self.messages]
+        elif inline_tool_steps:
+            wire = inline_steps(self.messages)
+        else:
+            wire = [tool_wire(m) for m in self.messages]
+        if self.current_parts:
+            for index in range(len(wire) - 1, -1, -1):
+                if wire[index]["role"] == "user":
+                    wire[index] = {**wire[index], "content": list(self.current_parts)}
+                    break
+        return wire
 
     @property
     def has_tool_steps(self) -> bool:

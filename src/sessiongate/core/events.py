@@ -33,6 +33,57 @@ class RotationEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class RouteEvent:
+    """A routed turn (no key named): which agent and key the route picked, and why a
+    requested mode did or did not count (DESIGN.md §8)."""
+
+    agent: str
+    session_key: str
+    mode: str | None
+    requested_mode: str | None
+    #: matched, mode_active, mode_not_enabled, mode_locked or mode_unknown.
+    reason: str
+    #: The index of the configured route that matched (None: the built-in table).
+    rule: int | None = None
+    type: Literal["route"] = "route"
+
+
+@dataclass(frozen=True, slots=True)
+class ClassificationEvent:
+    """The safety gate's verdict, before the reply model (seed 004)."""
+
+    label: str
+    marker: str
+    confidence: float
+    deciding_model: str
+    type: Literal["classification"] = "classification"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionEvent:
+    """`actions = "client"`: the script for the client to run where the desktop is."""
+
+    language: str
+    script: str
+    type: Literal["action"] = "action"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResultEvent:
+    """`actions = "sandbox"`: how the script ran on the gateway host."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    duration_ms: int
+    killed: bool
+    reason: str | None = None
+    #: The script that ran (also kept in the assistant message's metadata).
+    script: str = ""
+    type: Literal["action_result"] = "action_result"
+
+
+@dataclass(frozen=True, slots=True)
 class PlanEvent:
     """plan_execute: the validated plan, before any step runs (seed 002's `plan`)."""
 
@@ -97,6 +148,10 @@ class ErrorEvent:
 TurnEvent = (
     StartEvent
     | RotationEvent
+    | RouteEvent
+    | ClassificationEvent
+    | ActionEvent
+    | ActionResultEvent
     | PlanEvent
     | ToolStartEvent
     | ToolEndEvent

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from sessiongate.config import AgentConfig, Settings
+from sessiongate.config_routing import ActionsPolicy, ClassifierConfig, OutputContract
 from sessiongate.core.context import DEFAULT_MAX_TOOL_RESULT_CHARS, ContextFile
 from sessiongate.errors import NotFound
 
@@ -41,6 +42,11 @@ class AgentProfile:
     max_tool_result_chars: int = DEFAULT_MAX_TOOL_RESULT_CHARS
     planner_model: str | None = None
     max_plan_steps: int = 8
+    #: Seed 004: the safety gate before the reply model, the reply's shape, and what
+    #: happens to the script of a reply labelled AGENT.
+    classifier: ClassifierConfig | None = None
+    output_contract: OutputContract = "none"
+    actions: ActionsPolicy = "off"
 
     @property
     def uses_tools(self) -> bool:
@@ -85,6 +91,9 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
             max_tool_result_chars=cfg.max_tool_result_chars or DEFAULT_MAX_TOOL_RESULT_CHARS,
             planner_model=cfg.planner_model,
             max_plan_steps=cfg.max_plan_steps or 8,
+            classifier=cfg.classifier if cfg.classifier and cfg.classifier.enabled else None,
+            output_contract=cfg.output_contract or "none",
+            actions=cfg.actions or "off",
         )
     return profiles
 

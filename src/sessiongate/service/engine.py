@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessiongate.actions.sandbox import ScriptRunner
 from sessiongate.agents.builtin.notes import notes_tool_source
 from sessiongate.agents.builtin.source import builtin_tool_source
 from sessiongate.agents.builtin.tasks import tasks_tool_source
@@ -19,10 +21,13 @@ from sessiongate.errors import ConfigError
 from sessiongate.models.base import ReplyModel
 from sessiongate.models.judge import ModelTopicJudge
 from sessiongate.models.offline import OfflineModel
-from sessiongate.service.agents import build_profiles
+from sessiongate.service.agents import AgentProfile, build_profiles
 from sessiongate.service.artifacts import ArtifactService, build_artifact_service
+from sessiongate.service.modes import ModeService, build_mode_service
 from sessiongate.service.notes import NoteService, build_note_service
 from sessiongate.service.overrides import OverrideTargets
+from sessiongate.service.routing import RouteService
+from sessiongate.service.scripted_reply import ScriptedReplies
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.tasks import TaskService, build_task_service
 from sessiongate.service.turns import TurnService
@@ -48,6 +53,10 @@ class Engine:
     notes: NoteService | None = None
     #: The users' tasks (/v1/tasks, tasks_add, tasks_list, tasks_complete).
     tasks: TaskService | None = None
+    #: Modes enabled per user and unlocked for a while (/v1/me, /v1/modes, routing).
+    modes: ModeService | None = None
+    #: Where requests that name no key go (DESIGN.md §8).
+    routes: RouteService | None = None
 
     async def start(self) -> None:
         """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
@@ -123,7 +132,7 @@ def build_engine(
         agents = build_profiles(settings, config_dir)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    for binding in ("claude_agent", "codex_agent", "lifehub_agent"):
+    for binding in ("claude_agent", "codex_agent", "lifehub_agent", "desktop_agent"):
         bound = getattr(settings.compat, binding)
         if bound not in agents:
             raise ConfigError(
@@ -164,9 +173,13 @@ def build_engine(
         judges,
         max_reply_chars=settings.limits.max_reply_chars,
         runtime=AgentRunner(registry, tools),
+        artifacts=artifacts,
+        scripted=ScriptedReplies(registry, build_script_runner(settings, agents)),
     )
     delegates.bind(turns.start_turn)
     users = UserService(user_store, clock)
+    modes = build_mode_service(settings.modes, store, clock, sessions.ids)
+    routes = RouteService(settings.routes, settings.modes, agents, modes)
     return Engine(
         store,
         sessions,
@@ -177,7 +190,38 @@ def build_engine(
         artifacts=artifacts,
         notes=notes,
         tasks=tasks,
+        modes=modes,
+        routes=routes,
     )
+
+
+def build_script_runner(
+    settings: Settings, agents: Mapping[str, AgentProfile]
+) -> ScriptRunner | None:
+    """The sandbox, when an agent runs scripts on this host; a gateway that cannot have
+    one refuses to start rather than run a script unconfined."""
+    wanting = sorted(name for name, agent in agents.items() if agent.actions == "sandbox")
+    for name, agent in agents.items():
+        if agent.output_contract == "script_delimiter" and agent.uses_tools:
+            raise ConfigError(
+                f'agents.{name}: output_contract = "script_delimiter" replies in one piece'
+                " and cannot be combined with tools or a plan runner"
+            )
+        if agent.actions != "off" and agent.output_contract != "script_delimiter":
+            raise ConfigError(
+                f"agents.{name}: actions = {agent.actions!r} needs"
+                ' output_contract = "script_delimiter" (the reply must carry the script)'
+            )
+    if not wanting:
+        return None
+    from sessiongate.actions.sandbox import SandboxUnavailable, build_sandbox
+
+    try:
+        return build_sandbox(settings.actions, settings.data_dir / "sandbox")
+    except SandboxUnavailable as exc:
+        raise ConfigError(
+            f'agents {", ".join(wanting)}: actions = "sandbox" but {exc.message}'
+        ) from None
 
 
 def build_store(settings: Settings) -> tuple[Store, UserStore, KeyLocks]:

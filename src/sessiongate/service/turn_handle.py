@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessiongate.core.attachments import ImageAttachment
 from sessiongate.core.events import EndEvent, ErrorEvent, TurnEvent
+from sessiongate.core.routing import RouteDecision
 from sessiongate.core.users import Caller
 
 
@@ -33,6 +35,10 @@ class InboundTurn:
     #: A reply model for this turn only (seed 002's `provider` switch); it wins over the
     #: session's override and the agent's model.
     reply_model: str | None = None
+    #: How a request that named no key was routed (None: the client named the key).
+    route: RouteDecision | None = None
+    #: Images sent with the turn, already checked (core/attachments.py).
+    attachments: tuple[ImageAttachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

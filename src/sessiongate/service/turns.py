@@ -23,42 +23,37 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
+from sessiongate.core.attachments import turn_parts
 from sessiongate.core.content import validate_content
 from sessiongate.core.context import AssembledContext, assemble_context
-from sessiongate.core.control import TopicJudge, resolve_control_chain
+from sessiongate.core.control import TopicJudge
 from sessiongate.core.events import (
+    ClassificationEvent,
     EndEvent,
-    RotationEvent,
+    RouteEvent,
     StartEvent,
     TurnEvent,
 )
 from sessiongate.core.keys import KeyRef
-from sessiongate.core.rotation import (
-    LifecycleAction,
-    LifecyclePolicy,
-    manual_action,
-    parse_new_command,
-    semantic_action,
-    semantic_eligible,
-    temporal_action,
-)
 from sessiongate.core.segments import (
     Message,
     MessageStatus,
     RecallFragment,
     Role,
-    RotationRecord,
     Segment,
     SessionKeyRecord,
 )
-from sessiongate.errors import ModelError, SessionGateError, TurnTimeout
-from sessiongate.models.base import ReplyModel
+from sessiongate.errors import SessionGateError, TurnTimeout
+from sessiongate.models.base import ReplyModel, capabilities_of
 from sessiongate.service.agent_turn import AgentRuntime, AgentTurn, Appender
 from sessiongate.service.agents import AgentProfile, pick_agent
-from sessiongate.service.model_steps import ReplyText, StepCut, stream_step
+from sessiongate.service.artifacts import ArtifactService
+from sessiongate.service.attachments import keep_attachments
+from sessiongate.service.plain_reply import stream_plain_reply
+from sessiongate.service.safety_gate import SafetyGate, UnsafeRequest, Verdict, leave_out_unsafe
+from sessiongate.service.scripted_reply import ScriptedReplies, ScriptedTurn, with_contract_prompt
 from sessiongate.service.sessions import (
     Caller,
     SessionService,
@@ -72,11 +67,9 @@ from sessiongate.service.turn_handle import (
     TurnListener,
     TurnOutcome,
 )
+from sessiongate.service.turn_rotation import RotationStage, rotation_event
 
 __all__ = ["InboundTurn", "RecallRequest", "TurnHandle", "TurnOutcome", "TurnService"]
-
-#: How many recent messages the control model sees when judging a topic shift.
-JUDGE_WINDOW = 6
 
 
 class TurnService:
@@ -89,14 +82,22 @@ class TurnService:
         *,
         max_reply_chars: int = 200_000,
         runtime: AgentRuntime | None = None,
+        artifacts: ArtifactService | None = None,
+        scripted: ScriptedReplies | None = None,
     ) -> None:
         self.sessions = sessions
+        #: Keeps the images sent with turns; None: turns with attachments are refused.
+        self.artifacts = artifacts
+        #: Seed 004: the safety gate and the script_delimiter replies (with the sandbox).
+        self.gate = SafetyGate(models)
+        self.scripted = scripted or ScriptedReplies(models, None)
         #: Runs turns of agents with tools or a plan (agents/runtime.py); None: text only.
         self.runtime = runtime
         self.max_reply_chars = max_reply_chars
         self.agents = agents
         self.models = models
         self.judges = judges
+        self.rotations = RotationStage(sessions, judges)
         self._running: set[asyncio.Task[None]] = set()
         self._listeners: list[TurnListener] = []
 
@@ -226,32 +227,31 @@ class TurnService:
         sessions = self.sessions
         now = sessions.clock.now()
         record, segment = await sessions.open_key(ref)
-        content = inbound.content
-        rotations: list[RotationRecord] = []
-
-        policy = sessions.policy_for(record)
-        command = parse_new_command(content)
-        if command is not None:
-            segment, rotation = await sessions.apply(ref, segment, manual_action(policy), now)
-            rotations.append(rotation)
-            content = command.rest
-        else:
-            action = temporal_action(segment, now, policy)
-            if action is None:
-                action = await self._semantic_decision(
-                    ref, record, agent, segment, content, now, policy
-                )
-            if action is not None:
-                segment, rotation = await sessions.apply(ref, segment, action, now)
-                rotations.append(rotation)
+        segment, rotations, content = await self.rotations.rotate(
+            ref, record, agent, segment, inbound.content, now
+        )
 
         handle.emit(StartEvent(record.key, segment.session_id, handle.turn_id))
+        if inbound.route is not None:
+            handle.emit(RouteEvent(**inbound.route.to_event_fields()))
         for rotation in rotations:
-            handle.emit(_rotation_event(rotation))
+            handle.emit(rotation_event(rotation))
         if not content:  # a bare `/new`: the rotation was the whole turn
             handle.emit(EndEvent(None, segment.message_count))
             return
 
+        verdict = None
+        if agent.classifier is not None:
+            verdict = await self.gate.classify(agent.classifier, content)
+            verdict_of = verdict.classification
+            handle.emit(
+                ClassificationEvent(
+                    verdict_of.label.value,
+                    verdict_of.marker,
+                    verdict_of.confidence,
+                    verdict_of.deciding_model,
+                )
+            )
         fragments: list[RecallFragment] = []
         if inbound.recall is not None:
             fragments = await sessions.store.recall(
@@ -263,6 +263,8 @@ class TurnService:
             )
         user_metadata: dict[str, Any] = {**inbound.metadata, "turn_id": handle.turn_id}
         user_metadata["agent"] = agent.name
+        if inbound.route is not None and inbound.route.mode is not None:
+            user_metadata["mode"] = inbound.route.mode
         if rotations:
             user_metadata["rotation"] = rotations[-1].reason.value
         if fragments:
@@ -275,6 +277,12 @@ class TurnService:
                 }
                 for f in fragments
             ]
+        if verdict is not None:
+            user_metadata["classification"] = verdict.metadata()
+        if inbound.attachments:
+            user_metadata["attachments"] = await keep_attachments(
+                self.artifacts, ref.owner, ref.name, handle.turn_id, inbound.attachments
+            )
         message = await sessions.append_message(
             ref,
             segment.session_id,
@@ -283,6 +291,10 @@ class TurnService:
             now=now,
             metadata=user_metadata,
         )
+        if verdict is not None and verdict.unsafe:
+            # Kept (who asked what is part of the record) but never answered, and left
+            # out of every later context (seed 004: unsafe turns add no memory).
+            raise UnsafeRequest("the request was classified unsafe; nothing was run")
         # The segment as the store now has it, without reading it back.
         segment = replace(
             segment,
@@ -290,40 +302,29 @@ class TurnService:
             last_activity_at=max(segment.last_activity_at, message.created_at),
         )
         context = await self._assemble(ref, agent, segment, fragments)
-        await self._reply(ref, record, agent, segment, context, handle, inbound, content)
+        context = self._with_turn_input(agent, inbound, context, content, verdict)
+        await self._reply(ref, record, agent, segment, context, handle, inbound, content, verdict)
 
-    async def _semantic_decision(
+    def _with_turn_input(
         self,
-        ref: KeyRef,
-        record: SessionKeyRecord,
         agent: AgentProfile,
-        segment: Segment,
+        inbound: InboundTurn,
+        context: AssembledContext,
         content: str,
-        now: datetime,
-        policy: LifecyclePolicy,
-    ) -> LifecycleAction | None:
-        if not semantic_eligible(segment, now, policy, record.last_semantic_rotation_at):
-            return None
-        # The reply model is deliberately not consulted here (lifecycle contract §5).
-        chain = resolve_control_chain(
-            record.overrides.get("control_model"),
-            agent.control_model,
-            agent.control_fallback_models,
+        verdict: Verdict | None,
+    ) -> AssembledContext:
+        """The turn's images, and for script_delimiter agents the safety marker (seed
+        004 gives the reply model both), in place of its plain text on the wire."""
+        lead = ""
+        if verdict is not None and agent.output_contract == "script_delimiter":
+            lead = verdict.classification.marker
+        if not lead and not inbound.attachments:
+            return context
+        first = self.models.get(inbound.reply_model or agent.reply_model)
+        parts = turn_parts(
+            content, inbound.attachments, lead=lead, vision=capabilities_of(first).images
         )
-        tail = await self.sessions.thread_tail(ref, segment, JUDGE_WINDOW, remember=False)
-        recent = [m.content for m in tail]
-        for candidate in chain:
-            judge = self.judges.get(candidate.model)
-            if judge is None:
-                continue
-            try:
-                confidence = await judge.judge_topic_shift(recent, content)
-            except ModelError:
-                continue  # the next link of the chain decides
-            return semantic_action(
-                confidence, judge.name, segment, now, policy, record.last_semantic_rotation_at
-            )
-        return None
+        return replace(context, current_parts=parts)
 
     async def _assemble(
         self,
@@ -333,6 +334,8 @@ class TurnService:
         fragments: Sequence[RecallFragment],
     ) -> AssembledContext:
         thread = await self.sessions.thread_tail(key, segment, agent.memory_window)
+        if agent.classifier is not None:
+            thread = leave_out_unsafe(thread)
         return assemble_context(
             thread=thread,
             memory_window=agent.memory_window,
@@ -353,9 +356,27 @@ class TurnService:
         handle: TurnHandle,
         inbound: InboundTurn,
         content: str,
+        verdict: Verdict | None = None,
     ) -> None:
         override = inbound.reply_model or record.overrides.get("reply_model")
         names = [override or agent.reply_model, *agent.fallback_models]
+        if agent.output_contract == "script_delimiter":
+            marks: dict[str, Any] = {"turn_id": handle.turn_id}
+            if verdict is not None:
+                marks["classification"] = verdict.classification.label.value
+            await self.scripted.run(
+                ScriptedTurn(
+                    agent=agent,
+                    handle=handle,
+                    wire=with_contract_prompt(context.to_wire(inline_tool_steps=True)),
+                    model_names=names,
+                    label=verdict.classification.label if verdict is not None else None,
+                    append=self._appender(ref, segment.session_id),
+                    max_reply_chars=self.max_reply_chars,
+                    metadata=marks,
+                )
+            )
+            return
         if agent.uses_tools and self.runtime is not None:
             await self.runtime.run(
                 AgentTurn(
@@ -373,43 +394,14 @@ class TurnService:
                 )
             )
             return
-        try:
-            step = await stream_step(
-                self.models,
-                names,
-                context.to_wire(inline_tool_steps=True),
-                handle,
-                max_reply_chars=self.max_reply_chars,
-            )
-        except StepCut as cut:
-            # Text already reached the client: keep it, marked, and never switch model
-            # silently mid-reply.
-            await self._keep_interrupted(ref, segment, handle, cut.model, cut.reply, cut.cause)
-            if cut.error is None:
-                raise asyncio.CancelledError from cut
-            raise cut.error from None
-        metadata: dict[str, Any] = {
-            "turn_id": handle.turn_id,
-            "model": step.model,
-            "usage": step.usage.to_dict(),
-            "context": {
-                "messages": len(context.messages),
-                "tokens": context.token_estimate,
-                "dropped": context.dropped_messages,
-            },
-        }
-        if step.reply.full:
-            metadata["truncated"] = True
-        message = await self.sessions.append_message(
-            ref,
-            segment.session_id,
-            role=Role.ASSISTANT,
-            content=step.text,
-            now=self.sessions.clock.now(),
-            metadata=metadata,
+        await stream_plain_reply(
+            self.models,
+            names,
+            context,
+            handle,
+            self._appender(ref, segment.session_id),
+            max_reply_chars=self.max_reply_chars,
         )
-        status = "truncated" if step.reply.full else "complete"
-        handle.emit(EndEvent(message.message_id, message.seq, step.usage.to_dict(), status))
 
     def _appender(self, ref: KeyRef, session_id: str) -> Appender:
         async def append(
@@ -429,34 +421,3 @@ class TurnService:
             )
 
         return append
-
-    async def _keep_interrupted(
-        self,
-        ref: KeyRef,
-        segment: Segment,
-        handle: TurnHandle,
-        model: str,
-        reply: ReplyText,
-        cause: str,
-    ) -> None:
-        handle.status = "interrupted"
-        await self.sessions.append_message(
-            ref,
-            segment.session_id,
-            role=Role.ASSISTANT,
-            content=reply.text(),
-            now=self.sessions.clock.now(),
-            status=MessageStatus.INTERRUPTED,
-            metadata={"turn_id": handle.turn_id, "model": model, "interrupted_by": cause},
-        )
-
-
-def _rotation_event(record: RotationRecord) -> RotationEvent:
-    return RotationEvent(
-        from_session_id=record.from_session_id,
-        to_session_id=record.to_session_id,
-        reason=record.reason.value,
-        confidence=record.confidence,
-        deciding_model=record.deciding_model,
-        in_place=record.in_place,
-    )

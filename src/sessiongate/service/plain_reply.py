@@ -1,0 +1,69 @@
+"""The reply of an agent without tools, a plan or an output contract: one streamed model
+call through the fallback chain, kept as the assistant message.
+
+Text that reached the client is never dropped: a model that fails, or a turn cancelled,
+after the first token keeps what came as an `interrupted` message (and the turn then ends
+with the error). A reply cut at `limits.max_reply_chars` is kept `complete` and marked
+`truncated`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sessiongate.core.context import AssembledContext
+from sessiongate.core.events import EndEvent
+from sessiongate.core.segments import MessageStatus, Role
+from sessiongate.models.base import ReplyModel
+from sessiongate.service.agent_turn import Appender
+from sessiongate.service.model_steps import StepCut, stream_step
+from sessiongate.service.turn_handle import TurnHandle
+
+
+async def stream_plain_reply(
+    models: Mapping[str, ReplyModel],
+    names: Sequence[str],
+    context: AssembledContext,
+    handle: TurnHandle,
+    append: Appender,
+    *,
+    max_reply_chars: int,
+) -> None:
+    try:
+        step = await stream_step(
+            models,
+            names,
+            context.to_wire(inline_tool_steps=True),
+            handle,
+            max_reply_chars=max_reply_chars,
+        )
+    except StepCut as cut:
+        # Text already reached the client: keep it, marked, and never switch model
+        # silently mid-reply.
+        handle.status = "interrupted"
+        await append(
+            Role.ASSISTANT,
+            cut.reply.text(),
+            {"turn_id": handle.turn_id, "model": cut.model, "interrupted_by": cut.cause},
+            MessageStatus.INTERRUPTED,
+        )
+        if cut.error is None:
+            raise asyncio.CancelledError from cut
+        raise cut.error from None
+    metadata: dict[str, Any] = {
+        "turn_id": handle.turn_id,
+        "model": step.model,
+        "usage": step.usage.to_dict(),
+        "context": {
+            "messages": len(context.messages),
+            "tokens": context.token_estimate,
+            "dropped": context.dropped_messages,
+        },
+    }
+    if step.reply.full:
+        metadata["truncated"] = True
+    message = await append(Role.ASSISTANT, step.text, metadata)
+    status = "truncated" if step.reply.full else "complete"
+    handle.emit(EndEvent(message.message_id, message.seq, step.usage.to_dict(), status))

@@ -1,0 +1,88 @@
+"""A local server speaking OpenAI's streaming chat-completions wire, for end-to-end tests
+where the hosted model cannot run: each request's answer is computed by a function of
+its JSON body (so one server can play a classifier and a reply model at once).
+
+Runs in its own thread (http.server), so a synchronous test can drive a gateway that
+runs in another thread with httpx, as a client would.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.support.fake_providers import openai_events
+
+
+@dataclass(frozen=True)
+class WireAnswer:
+    """Text to stream, or an HTTP error status."""
+
+    text: str = ""
+    status: int = 200
+
+
+Responder = Callable[[dict[str, Any]], WireAnswer]
+
+
+@dataclass
+class WireServer:
+    url: str
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def bodies_for(self, model: str) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r.get("model") == model]
+
+
+@contextmanager
+def openai_wire_server(respond: Responder) -> Iterator[WireServer]:
+    seen: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # quiet test output
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            with lock:
+                seen.append(body)
+            answer = respond(body)
+            if answer.status != 200:
+                payload = json.dumps(
+                    {"error": {"message": "scripted failure", "type": "server_error"}}
+                ).encode()
+                self.send_response(answer.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.wfile.write(payload)
+                return
+            words = answer.text.split(" ")
+            tokens = [w if i == 0 else " " + w for i, w in enumerate(words)]
+            frames = "".join(openai_events(tokens)).encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(frames)))
+            self.send_header("connection", "close")
+            self.end_headers()
+            self.wfile.write(frames)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield WireServer(f"http://127.0.0.1:{server.server_address[1]}", seen)
+    finally:
+        server.shutdown()
+        server.server_close()
