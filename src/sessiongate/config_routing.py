@@ -80,7 +80,8 @@ class ClassifierConfig(Section):
 class SandboxConfig(Section):
     """`[actions]`: limits for scripts run with `actions = "sandbox"`."""
 
-    #: The interpreter run inside the sandbox (found on PATH at start-up).
+    #: The interpreter run inside the sandbox: a path, or a name looked up in
+    #: /usr/local/bin, /usr/bin and /bin (what the sandbox mounts), at start-up.
     python: str = "python3"
     #: CPU seconds (RLIMIT_CPU) and wall-clock time before the process group is killed.
     cpu_seconds: int = Field(10, ge=1, le=3600)

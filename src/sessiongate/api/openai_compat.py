@@ -23,10 +23,12 @@ from sessiongate.api.turns import SSE_HEADERS, begin_turn
 from sessiongate.core.events import (
     ActionEvent,
     ActionResultEvent,
+    AudioEvent,
     ClassificationEvent,
     ContextLogEvent,
     EndEvent,
     ErrorEvent,
+    HandoffEvent,
     PlanEvent,
     RotationEvent,
     RouteEvent,
@@ -185,6 +187,8 @@ async def _chunks(
                 | ClassificationEvent()
                 | ActionEvent()
                 | ActionResultEvent()
+                | HandoffEvent()
+                | AudioEvent()
             ):
                 # The agent's own tool steps: text-only clients see nothing; those that
                 # know sessiongate read `sessiongate_<event type>`.

@@ -10,10 +10,12 @@ import orjson
 from sessiongate.core.events import (
     ActionEvent,
     ActionResultEvent,
+    AudioEvent,
     ClassificationEvent,
     ContextLogEvent,
     EndEvent,
     ErrorEvent,
+    HandoffEvent,
     PlanEvent,
     RotationEvent,
     RouteEvent,
@@ -78,6 +80,12 @@ async def collect_reply(
                 result[kind] = fields
             case ActionEvent():
                 result["action"] = {"language": event.language, "script": event.script}
+            case HandoffEvent():
+                result.setdefault("handoffs", []).append(
+                    {k: v for k, v in event_to_dict(event).items() if k != "type"}
+                )
+            case AudioEvent():
+                result["audio"] = {k: v for k, v in event_to_dict(event).items() if k != "type"}
             case EndEvent():
                 result.update(
                     reply="".join(reply),

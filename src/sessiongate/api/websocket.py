@@ -28,10 +28,12 @@ from sessiongate.api.ws_frames import FrameError, parse_frame
 from sessiongate.core.events import (
     ActionEvent,
     ActionResultEvent,
+    AudioEvent,
     ClassificationEvent,
     ContextLogEvent,
     EndEvent,
     ErrorEvent,
+    HandoffEvent,
     PlanEvent,
     RotationEvent,
     RouteEvent,
@@ -314,6 +316,8 @@ def render(event: TurnEvent, key: str) -> dict[str, Any] | None:
             | ClassificationEvent()
             | ActionEvent()
             | ActionResultEvent()
+            | HandoffEvent()
+            | AudioEvent()
         ):
             # The agent runtime's steps, in the same shape as on SSE.
             return {**event_to_dict(event), "timestamp": _now()}

@@ -84,6 +84,35 @@ class ActionResultEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class HandoffEvent:
+    """Seed 000's hybrid hand-off after a reply of a model that cannot call tools: what
+    the reply promised, which tool ran, and how it went (DESIGN.md §9)."""
+
+    intent: str
+    tool: str | None
+    confidence: float | None
+    #: done, failed, skipped (low confidence or no clear intent)
+    status: str
+    artifact_id: str | None = None
+    message: str | None = None
+    type: Literal["handoff"] = "handoff"
+
+
+@dataclass(frozen=True, slots=True)
+class AudioEvent:
+    """`speak: true`: the reply as speech, kept as an artifact; after `end`."""
+
+    artifact_id: str | None
+    url: str | None
+    voice: str
+    duration_ms: int | None
+    media_type: str | None = None
+    #: Why no audio came (the reply stands regardless): an error code, else None.
+    error: str | None = None
+    type: Literal["audio"] = "audio"
+
+
+@dataclass(frozen=True, slots=True)
 class PlanEvent:
     """plan_execute: the validated plan, before any step runs (seed 002's `plan`)."""
 
@@ -152,6 +181,8 @@ TurnEvent = (
     | ClassificationEvent
     | ActionEvent
     | ActionResultEvent
+    | HandoffEvent
+    | AudioEvent
     | PlanEvent
     | ToolStartEvent
     | ToolEndEvent

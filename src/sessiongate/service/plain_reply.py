@@ -10,16 +10,20 @@ with the error). A reply cut at `limits.max_reply_chars` is kept `complete` and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from sessiongate.core.context import AssembledContext
-from sessiongate.core.events import EndEvent
+from sessiongate.core.events import EndEvent, TokenEvent
 from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.models.base import ReplyModel
 from sessiongate.service.agent_turn import Appender
 from sessiongate.service.model_steps import StepCut, stream_step
 from sessiongate.service.turn_handle import TurnHandle
+
+#: Runs on the finished reply and returns text to append to it (seed 000's hand-off), or
+#: "" for nothing; it emits its own events.
+ReplyAddendum = Callable[[str, TurnHandle], Awaitable[str]]
 
 
 async def stream_plain_reply(
@@ -30,6 +34,7 @@ async def stream_plain_reply(
     append: Appender,
     *,
     max_reply_chars: int,
+    addendum: ReplyAddendum | None = None,
 ) -> None:
     try:
         step = await stream_step(
@@ -64,6 +69,15 @@ async def stream_plain_reply(
     }
     if step.reply.full:
         metadata["truncated"] = True
-    message = await append(Role.ASSISTANT, step.text, metadata)
+    text = step.text
+    if addendum is not None and not step.reply.full:
+        # After the reply streamed (its tokens were never held back), before it is kept:
+        # the stored message holds what was appended.
+        extra = await addendum(text, handle)
+        if extra:
+            handle.emit(TokenEvent(extra))
+            metadata["appended"] = extra
+            text += extra
+    message = await append(Role.ASSISTANT, text, metadata)
     status = "truncated" if step.reply.full else "complete"
     handle.emit(EndEvent(message.message_id, message.seq, step.usage.to_dict(), status))

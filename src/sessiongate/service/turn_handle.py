@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,8 @@ class InboundTurn:
     route: RouteDecision | None = None
     #: Images sent with the turn, already checked (core/attachments.py).
     attachments: tuple[ImageAttachment, ...] = ()
+    #: Speak the reply: an `audio` event follows `end` (DESIGN.md §9).
+    speak: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,30 @@ class TurnOutcome:
 TurnListener = Callable[[TurnOutcome], None]
 
 
+@dataclass(frozen=True, slots=True)
+class FinishedTurn:
+    """A turn that ended, for what runs after it (hooks, task extraction): in the
+    background, never on the turn's path, never able to change what was kept."""
+
+    owner: str
+    key: str
+    agent: str
+    turn_id: str
+    #: complete, truncated, interrupted, failed or command (a bare `/new`).
+    status: str
+    session_id: str | None
+    user_text: str
+    reply_text: str | None
+    #: The rotations the turn made: `{from, to, reason, confidence, deciding_model}`.
+    rotations: tuple[dict[str, Any], ...]
+    primary: bool
+    mode: str | None
+    error_code: str | None = None
+
+
+AfterTurn = Callable[[FinishedTurn], Awaitable[None]]
+
+
 class TurnHandle:
     """A running turn. Its events can be read once; the turn does not depend on it."""
 
@@ -69,6 +95,10 @@ class TurnHandle:
         self.model: str | None = None
         self.first_token_seconds: float | None = None
         self.error_code: str | None = None
+        #: Filled in as the turn goes, for what runs after it (FinishedTurn).
+        self.session_id: str | None = None
+        self.reply_text: str | None = None
+        self.rotations: list[dict[str, Any]] = []
 
     def emit(self, event: TurnEvent) -> None:
         if isinstance(event, EndEvent):

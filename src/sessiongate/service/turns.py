@@ -47,6 +47,7 @@ from sessiongate.core.segments import (
 )
 from sessiongate.errors import SessionGateError, TurnTimeout
 from sessiongate.models.base import ReplyModel, capabilities_of
+from sessiongate.service.after_turn import AfterTurns
 from sessiongate.service.agent_turn import AgentRuntime, AgentTurn, Appender
 from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService
@@ -61,15 +62,25 @@ from sessiongate.service.sessions import (
     validate_recall,
 )
 from sessiongate.service.turn_handle import (
+    AfterTurn,
+    FinishedTurn,
     InboundTurn,
     RecallRequest,
     TurnHandle,
     TurnListener,
     TurnOutcome,
 )
+from sessiongate.service.turn_ports import HandoffStage, Speaker
 from sessiongate.service.turn_rotation import RotationStage, rotation_event
 
-__all__ = ["InboundTurn", "RecallRequest", "TurnHandle", "TurnOutcome", "TurnService"]
+__all__ = [
+    "FinishedTurn",
+    "InboundTurn",
+    "RecallRequest",
+    "TurnHandle",
+    "TurnOutcome",
+    "TurnService",
+]
 
 
 class TurnService:
@@ -91,6 +102,11 @@ class TurnService:
         #: Seed 004: the safety gate and the script_delimiter replies (with the sandbox).
         self.gate = SafetyGate(models)
         self.scripted = scripted or ScriptedReplies(models, None)
+        #: Set by the engine when voices / hand-offs are configured.
+        self.speaker: Speaker | None = None
+        self.handoffs: HandoffStage | None = None
+        #: What runs after each turn, in the background (hooks, task extraction).
+        self.after = AfterTurns()
         #: Runs turns of agents with tools or a plan (agents/runtime.py); None: text only.
         self.runtime = runtime
         self.max_reply_chars = max_reply_chars
@@ -104,6 +120,10 @@ class TurnService:
     def on_turn(self, listener: TurnListener) -> None:
         """Called once per finished turn (metrics, hooks)."""
         self._listeners.append(listener)
+
+    def after_turn(self, listener: AfterTurn) -> None:
+        """Run `listener` in the background after every turn (service/after_turn.py)."""
+        self.after.add(listener)
 
     def _finished(self, outcome: TurnOutcome) -> None:
         for listener in self._listeners:
@@ -133,15 +153,18 @@ class TurnService:
         return handle
 
     async def drain(self) -> None:
-        """Wait until every running turn has ended (for graceful shutdown and tests)."""
+        """Wait until every running turn, and what runs after it, has ended (for
+        graceful shutdown and tests)."""
         while self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
+        await self.after.drain()
 
     async def aclose(self) -> None:
         """Cancel running turns (their partial replies are kept as `interrupted`)."""
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
+        await self.after.aclose()
 
     def agent(self, name: str | None) -> AgentProfile:
         """The one agent-selection rule: the named agent, else `main`, else the first
@@ -195,6 +218,8 @@ class TurnService:
                 try:
                     async with asyncio.timeout(limit):
                         await self._locked_turn(inbound, ref, agent, handle)
+                        if inbound.speak and handle.reply_text and self.speaker is not None:
+                            await self.speaker.speak(agent, inbound, ref, handle)
                 except TimeoutError:
                     error = TurnTimeout(f"the turn ran longer than its limit ({limit:g} s)")
                     handle.fail(error.code, error.message, error.status)
@@ -208,6 +233,22 @@ class TurnService:
             raise
         finally:
             handle.close()
+            self.after.schedule(
+                FinishedTurn(
+                    owner=ref.owner,
+                    key=ref.name,
+                    agent=agent.name,
+                    turn_id=handle.turn_id,
+                    status=handle.status,
+                    session_id=handle.session_id,
+                    user_text=inbound.content,
+                    reply_text=handle.reply_text,
+                    rotations=tuple(handle.rotations),
+                    primary=inbound.caller.primary,
+                    mode=inbound.route.mode if inbound.route is not None else None,
+                    error_code=handle.error_code,
+                )
+            )
             self._finished(
                 TurnOutcome(
                     agent=agent.name,
@@ -234,8 +275,11 @@ class TurnService:
         handle.emit(StartEvent(record.key, segment.session_id, handle.turn_id))
         if inbound.route is not None:
             handle.emit(RouteEvent(**inbound.route.to_event_fields()))
+        handle.session_id = segment.session_id
         for rotation in rotations:
-            handle.emit(rotation_event(rotation))
+            event = rotation_event(rotation)
+            handle.rotations.append({k: v for k, v in event.to_dict().items() if k != "type"})
+            handle.emit(event)
         if not content:  # a bare `/new`: the rotation was the whole turn
             handle.emit(EndEvent(None, segment.message_count))
             return
@@ -371,7 +415,7 @@ class TurnService:
                     wire=with_contract_prompt(context.to_wire(inline_tool_steps=True)),
                     model_names=names,
                     label=verdict.classification.label if verdict is not None else None,
-                    append=self._appender(ref, segment.session_id),
+                    append=self._appender(ref, segment.session_id, handle),
                     max_reply_chars=self.max_reply_chars,
                     metadata=marks,
                 )
@@ -390,26 +434,32 @@ class TurnService:
                     content=content,
                     depth=inbound.depth,
                     max_reply_chars=self.max_reply_chars,
-                    append=self._appender(ref, segment.session_id),
+                    append=self._appender(ref, segment.session_id, handle),
                 )
             )
             return
+        handoff = None
+        if self.handoffs is not None:
+            handoff = self.handoffs.for_turn(agent, inbound.caller, ref)
         await stream_plain_reply(
             self.models,
             names,
             context,
             handle,
-            self._appender(ref, segment.session_id),
+            self._appender(ref, segment.session_id, handle),
             max_reply_chars=self.max_reply_chars,
+            addendum=handoff,
         )
 
-    def _appender(self, ref: KeyRef, session_id: str) -> Appender:
+    def _appender(self, ref: KeyRef, session_id: str, handle: TurnHandle) -> Appender:
         async def append(
             role: Role,
             content: str,
             metadata: dict[str, Any],
             status: MessageStatus = MessageStatus.COMPLETE,
         ) -> Message:
+            if role is Role.ASSISTANT:
+                handle.reply_text = content  # the last one is the reply
             return await self.sessions.append_message(
                 ref,
                 session_id,
