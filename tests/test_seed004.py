@@ -352,3 +352,21 @@ def test_client_actions_hand_the_script_to_the_desktop(tmp_path: Path) -> None:
     assert body["action"] is None  # nothing ran on the gateway
     assert "note.txt" in body["script"]
     assert body["response"] == "Done, I created the file."
+
+
+def test_the_unchanged_desktop_client_sends_no_key_from_loopback(tmp_path: Path) -> None:
+    with openai_wire_server(respond) as wire:
+        settings = settings_for(tmp_path, wire.url)
+        keyless = settings.model_copy(
+            update={"compat": settings.compat.model_copy(update={"desktop_user": "alice"})}
+        )
+        with running_gateway(keyless, {}) as gw, httpx.Client(base_url=gw.url) as client:
+            answer = client.get("/ai", params={"user_input": "hello"}, timeout=30)
+            other = client.get("/v1/sessions", timeout=30)  # only /ai is keyless
+            wrong = client.get(
+                "/ai", params={"user_input": "hi"}, headers={"Authorization": "Bearer nope"}
+            )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["session_key"] == "desktop:alice"
+    assert other.status_code == 401
+    assert wrong.status_code == 401  # a key that is sent is always checked

@@ -74,6 +74,9 @@ class CompatConfig(Section):
     #: Seed 004's `GET /ai`: its agent and its key (`{user}` is the caller's name).
     desktop_agent: str = "main"
     desktop_key: str = "desktop:{user}"
+    #: The user `GET /ai` runs as for a request with no API key from this machine's
+    #: loopback address (seed 004's desktop client sends none). Unset: a key is required.
+    desktop_user: str | None = None
     providers: dict[str, str] = {}
 
 
