@@ -6,6 +6,7 @@
 #
 #   bash scripts/postgres.sh         start (if needed) and print the URL
 #   bash scripts/postgres.sh stop    stop the server this checkout started
+#   bash scripts/postgres.sh running exit 0 when this checkout's server is running
 #
 #   SESSIONGATE_PG_PORT  port for a server that is not running yet (default 54329, away
 #                        from a system server's 5432)
@@ -41,6 +42,13 @@ fi
 
 # Everything below uses absolute paths; the postgres user may not be able to enter $PWD.
 cd /
+
+if [ "${1:-}" = running ]; then
+    pg_ctl_bin="$(find_bin pg_ctl)"
+    [ -n "$pg_ctl_bin" ] && [ -s "$data/postmaster.pid" ] \
+        && "${as_postgres[@]}" "$pg_ctl_bin" -D "$data" status >/dev/null 2>&1
+    exit
+fi
 
 if [ "${1:-}" = stop ]; then
     if [ -s "$data/postmaster.pid" ]; then

@@ -116,7 +116,7 @@ def test_non_streaming_completion_returns_the_reply(
     ]
 
 
-def test_content_parts_are_joined_as_text(client: openai.OpenAI) -> None:
+def test_content_parts_are_joined_with_a_newline(client: openai.OpenAI) -> None:
     completion = client.chat.completions.create(
         model="main",
         messages=[
@@ -127,7 +127,7 @@ def test_content_parts_are_joined_as_text(client: openai.OpenAI) -> None:
         ],
         extra_headers=session_key("oa:parts"),
     )
-    assert completion.choices[0].message.content == "reply to: part one+2"
+    assert completion.choices[0].message.content == "reply to: part one\n+2"
 
 
 def test_streaming_deltas_concatenate_to_the_reply_with_a_usage_chunk(
@@ -225,13 +225,17 @@ def test_x_session_key_picks_the_key(
     assert raw.headers["x-session-id"] == shown.json()["latest"]["session_id"]
 
 
-def test_without_x_session_key_the_route_key_is_used(gw: Gateway, rest: httpx.Client) -> None:
+def test_without_x_session_key_a_first_request_starts_a_conversation_of_its_own(
+    gw: Gateway, rest: httpx.Client
+) -> None:
+    """Not the caller's route key (which curl and the terminal client share): a key of
+    its own, found again by the list the client sends next (DESIGN.md §11)."""
     with sdk(gw, "bob") as bob:
         raw = bob.chat.completions.with_raw_response.create(model="main", messages=user("routed"))
-    assert raw.headers["x-session-key"] == "chat:bob"
-    messages = stored(gw, rest, "chat:bob", "bob")
-    assert messages[-2]["content"] == "routed"
-    assert messages[-1]["content"] == "reply to: routed"
+    key = raw.headers["x-session-key"]
+    assert key.startswith("oai:chat:") and raw.headers["x-session-identity"] == "new"
+    messages = stored(gw, rest, key, "bob")
+    assert [m["content"] for m in messages] == ["routed", "reply to: routed"]
 
 
 async def test_async_client_runs_concurrent_turns_on_separate_keys(gw: Gateway) -> None:

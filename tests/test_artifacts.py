@@ -135,7 +135,7 @@ async def test_a_failed_row_write_leaves_no_file(
 ) -> None:
     artifacts = service(engine)
 
-    async def broken(artifact: object) -> None:
+    async def broken(artifact: object, copy: object = None) -> None:
         raise RuntimeError("the database went away")
 
     monkeypatch.setattr(artifacts.store, "add_artifact", broken)

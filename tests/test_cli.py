@@ -137,3 +137,101 @@ def test_serve_bootstraps_an_admin_and_answers(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(timeout=15)
     assert proc.returncode in (0, -15)
+
+
+def test_sessions_list_never_cuts_keys_when_not_a_terminal(tmp_path: Path) -> None:
+    import asyncio
+
+    from sessiongate.config import Settings
+    from sessiongate.service.engine import build_engine
+    from sessiongate.service.sessions import Caller
+
+    long_key = "project:" + "k" * 150
+
+    async def make_key() -> None:
+        engine = build_engine(Settings(data_dir=tmp_path))
+        try:
+            await engine.sessions.rotate_now(long_key, Caller("alice"))
+        finally:
+            await engine.aclose()
+
+    asyncio.run(make_key())
+    config = tmp_path / "sg.toml"
+    config.write_text(f'data_dir = "{tmp_path}"\n', encoding="utf-8")
+    env = {**os.environ, "COLUMNS": "40"}  # a narrow terminal width must not matter
+    result = subprocess.run(
+        [*SESSIONGATE, "sessions", "list", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    header, row = result.stdout.splitlines()
+    assert header.split("\t")[:2] == ["key", "owner"]
+    assert row.split("\t")[:2] == [long_key, "alice"]
+
+
+def test_config_check_shows_the_resolved_database(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from sessiongate.cli.main import app
+
+    runner = CliRunner()
+    pg = tmp_path / "pg.toml"
+    pg.write_text(
+        '[database]\nurl = "postgresql://sg:hunter2@db.internal:5433/gate"\n', encoding="utf-8"
+    )
+    shown = runner.invoke(app, ["config", "check", "--config", str(pg)])
+    assert shown.exit_code == 0, shown.output
+    assert "database: postgresql://sg@db.internal:5433/gate (PostgreSQL)" in shown.output
+    assert "hunter2" not in shown.output
+    lite = tmp_path / "lite.toml"
+    lite.write_text(f'data_dir = "{tmp_path / "d"}"\n', encoding="utf-8")
+    shown = runner.invoke(app, ["config", "check", "--config", str(lite)])
+    assert f"database: sqlite:///{tmp_path / 'd' / 'sessiongate.db'} (SQLite)" in shown.output
+
+
+def test_scripts_test_stops_only_the_postgres_it_started(tmp_path: Path) -> None:
+    """scripts/test in a stand-in checkout whose tools only record what they were asked."""
+    import re
+    import shutil
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    script = (root / "scripts" / "test").read_text(encoding="utf-8")
+    shutil.copy(root / "scripts" / "test", tmp_path / "scripts" / "test")
+    log = tmp_path / "calls.log"
+    for name in set(re.findall(r"scripts/([\w.-]+\.sh)", script)):
+        (tmp_path / "scripts" / name).write_text(f'echo "{name} $*" >> "{log}"\n')
+    (tmp_path / "scripts" / "postgres.sh").write_text(
+        f'echo "postgres.sh $*" >> "{log}"\n'
+        'if [ "${1:-}" = running ]; then exit "$PG_RUNNING_EXIT"; fi\n'
+        'echo "postgresql://stub@127.0.0.1:1/stub"\n'
+    )
+    for tool in ("ruff", "mypy", "pytest"):
+        path = tmp_path / ".venv" / "bin" / tool
+        path.write_text(
+            '#!/bin/sh\nexit "${STUB_EXIT:-0}"\n' if tool == "pytest" else "#!/bin/sh\n"
+        )
+        path.chmod(0o755)
+
+    def run_tests(running: int, pytest_exit: int = 0) -> tuple[int, list[str]]:
+        log.write_text("")
+        env = {**os.environ, "PG_RUNNING_EXIT": str(running), "STUB_EXIT": str(pytest_exit)}
+        done = subprocess.run(
+            ["bash", "scripts/test"], cwd=tmp_path, env=env, capture_output=True, timeout=60
+        )
+        calls = [c for c in log.read_text().splitlines() if c.startswith("postgres.sh")]
+        return done.returncode, calls
+
+    # Not running before: started for this run, stopped at its end, even when tests fail.
+    assert run_tests(running=1) == (0, ["postgres.sh running", "postgres.sh ", "postgres.sh stop"])
+    assert run_tests(running=1, pytest_exit=3) == (
+        3,
+        ["postgres.sh running", "postgres.sh ", "postgres.sh stop"],
+    )
+    # Already running (a developer's server, or .ci/run's): left running.
+    assert run_tests(running=0) == (0, ["postgres.sh running", "postgres.sh "])

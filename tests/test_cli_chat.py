@@ -43,3 +43,21 @@ def test_chat_reports_a_bad_key(tmp_path: Path) -> None:
     with running_gateway(gateway_settings(tmp_path), {"scripted": ScriptedModel()}) as gw:
         result = chat(gw.url, "sg_AAAAAAAAAAAA_" + "x" * 43, "hi\n")
         assert "invalid_api_key" in result.stdout
+
+
+def test_chat_commands_help_history_sessions(tmp_path: Path) -> None:
+    with running_gateway(gateway_settings(tmp_path), {"scripted": ScriptedModel()}) as gw:
+        typed = "/history\nfirst words\n/help\n/bogus\n/history\n/sessions\n/new\n/history\n/quit\n"
+        result = chat(gw.url, gw.keys["alice"], typed)
+        assert result.returncode == 0, result.stderr
+        out = result.stdout
+        # Before any turn the routed key is unknown; after one, /history shows it.
+        assert "no conversation yet" in out
+        assert "reply to: first words" in out
+        assert "/sessions" in out and "/history" in out and "/quit" in out  # the /help list
+        assert "unknown command /bogus" in out
+        assert "chat:alice" in out and "segment" in out  # /history names key and segment
+        assert "user: first words" in out and "assistant: reply to: first words" in out
+        assert "2 message(s) in 1 segment(s)" in out  # /sessions
+        assert "new segment (manual)" in out
+        assert "chat:alice has no messages yet" in out  # /history after /new

@@ -448,7 +448,8 @@ async def test_a_broken_server_falls_back_to_the_next_model(wire: Wire, tmp_path
         finally:
             await engine.aclose()
     assert types(events)[-1] == "end"
-    assert metadata["model"] == "offline" and "No model is configured" in content
+    assert metadata["model"] == "offline" and "The model is unavailable" in content
+    assert metadata["fallback"] is True and metadata["failed_models"] == ["m"]
     assert len(server.requests) == 1
 
 

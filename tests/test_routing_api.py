@@ -42,6 +42,8 @@ def gw(tmp_path: Path) -> Iterator[Gateway]:
             {"when": {"primary": True}, "agent": "main", "key": "agent:main:main"},
             {"agent": "main", "key": "chat:{user}"},
         ],
+        # OpenAI clients without a key go by the route, not by their message lists.
+        openai={"conversations": "route"},
     )
     models: dict[str, ReplyModel] = {n: _named(n) for n in ("scripted", "night", "voice")}
     with running_gateway(settings, models) as gateway:

@@ -19,7 +19,12 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from sessiongate.config_artifacts import ArtifactsConfig
 from sessiongate.config_base import Duration, OptionalDuration, Section
+from sessiongate.config_handoff import HandoffConfig, check_handoff
+from sessiongate.config_hooks import ExtractTasksFor, HookConfig, check_hooks
+from sessiongate.config_openai import OpenAIConfig
+from sessiongate.config_retention import RetentionConfig
 from sessiongate.config_routing import (
     ActionsPolicy,
     ClassifierConfig,
@@ -37,6 +42,7 @@ from sessiongate.config_tools import (
     ToolsConfig,
     check_tool_patterns,
 )
+from sessiongate.config_voice import VoiceConfig, check_voices
 from sessiongate.core.rotation import LifecycleMode, LifecyclePolicy, SemanticPolicy
 from sessiongate.errors import ConfigError
 
@@ -230,6 +236,19 @@ class AgentConfig(Section):
     output_contract: OutputContract | None = None
     #: What happens to the script of a valid `script_delimiter` reply labelled AGENT.
     actions: ActionsPolicy | None = None
+    #: `none`: a stateless agent: nothing is kept, the OpenAI client's message list is the
+    #: whole context (one-shot requests such as a UI's title generation).
+    history: Literal["keep", "none"] | None = None
+    #: The `[voices]` entry replies are spoken with (`speak: true`) unless a mode has one.
+    voice: str | None = None
+    #: Seed 000's hybrid hand-off after the reply (unset: none; config_handoff.py).
+    handoff: HandoffConfig | None = None
+    #: After a complete reply, the control model pulls tasks from the exchange into the
+    #: user's tasks (in the background); for whom, and with which model (default: the
+    #: agent's control_model).
+    extract_tasks: bool | None = None
+    extract_tasks_for: ExtractTasksFor | None = None
+    extract_tasks_model: str | None = None
 
     @field_validator("tools", "tools_non_primary")
     @classmethod
@@ -295,6 +314,17 @@ class Settings(BaseSettings):
     modes: dict[str, ModeConfig] = {}
     #: Limits of the sandbox that runs scripts of agents with `actions = "sandbox"`.
     actions: SandboxConfig = SandboxConfig()
+    #: The OpenAI-compatible route: conversation identity, rotation notice, one-shot
+    #: requests (config_openai.py, DESIGN.md §11).
+    openai: OpenAIConfig = OpenAIConfig()
+    #: Archive or erase keys idle longer than `idle_after` (config_retention.py).
+    retention: RetentionConfig = RetentionConfig()
+    #: Voices replies and `POST /v1/audio/speech` speak with (config_voice.py).
+    voices: dict[str, VoiceConfig] = {}
+    #: Signed webhooks for turn, rotation and task events (DESIGN.md §9, docs/hooks.md).
+    hooks: list[HookConfig] = []
+    #: The optional WebDAV copy of every artifact (config_artifacts.py, docs/artifacts.md).
+    artifacts: ArtifactsConfig = ArtifactsConfig()
 
     @classmethod
     def settings_customise_sources(
@@ -373,6 +403,7 @@ def cross_check(settings: Settings) -> list[str]:
         names = [agent.model, agent.control_model, *(agent.fallback_models or [])]
         names += agent.control_fallback_models or []
         names.append(agent.planner_model)
+        names.append(agent.extract_tasks_model)
         for name in names:
             if name is not None and name not in known:
                 problems.append(f"agents.{agent_name}: model {name!r} is not defined in [models]")
@@ -402,6 +433,10 @@ def cross_check(settings: Settings) -> list[str]:
         known,
         {name: agent.classifier for name, agent in settings.agents.items()},
     )
+    problems += check_hooks(settings.hooks)
+    for name, agent in settings.agents.items():
+        problems += check_handoff(name, agent.handoff, known)
+    problems += check_voices(settings.voices, settings.modes, settings.agents, settings.models)
     for server in settings.mcp:
         if not SERVER_NAME.fullmatch(server):
             problems.append(

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, field_serializer, model_validator
 
 from sessiongate.config_base import Duration, Section
+from sessiongate.config_handoff import VideoToolConfig
 
 #: What a model may call a tool (OpenAI's and Anthropic's common rule).
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -83,6 +84,7 @@ class ImagesToolConfig(Section):
 class ToolsConfig(Section):
     weather: WeatherToolConfig = WeatherToolConfig()
     images: ImagesToolConfig = ImagesToolConfig()
+    video: VideoToolConfig = VideoToolConfig()
 
 
 Runner = Literal["chat", "plan_execute"]

@@ -80,6 +80,7 @@ async def finish(turn: AgentTurn, step: StepResult, usage: Usage, extra: dict[st
             "dropped": context.dropped_messages,
         },
         **extra,
+        **step.fallback_marks(),
     }
     if step.reply.full:
         metadata["truncated"] = True

@@ -21,8 +21,10 @@ from sessiongate.api import (
     tools,
     websocket,
 )
+from sessiongate.api import hooks as hooks_api
 from sessiongate.api import modes as modes_api
 from sessiongate.api import notes as notes_api
+from sessiongate.api import speech as speech_api
 from sessiongate.api import tasks as tasks_api
 from sessiongate.api.auth import current_user
 from sessiongate.api.errors import install_error_handlers
@@ -82,9 +84,22 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await engine.start()  # PostgreSQL connects here, on the server's event loop
+        if engine.hooks is not None:
+            await engine.hooks.start()  # the webhook sender: served gateways only, not the CLI
+        if engine.artifacts is not None and engine.artifacts.copies is not None:
+            await engine.artifacts.copies.start()  # the WebDAV copies' sender, likewise
+        if engine.retention is not None:
+            engine.retention.start_schedule()  # idle keys: at start-up, then every interval
         yield
+        if engine.retention is not None:
+            await engine.retention.stop_schedule()
         # Graceful stop: cancelled turns keep their partial replies as `interrupted`.
         await engine.turns.aclose()
+        await sockets.aclose()  # relays of those turns end, then the broadcast stops
+        if engine.hooks is not None:
+            await engine.hooks.stop()  # attempts cut short are given back to the queue
+        if engine.artifacts is not None and engine.artifacts.copies is not None:
+            await engine.artifacts.copies.stop()  # the same for WebDAV copies
         if close_engine:
             await engine.tools.aclose()
             await engine.close_models()
@@ -99,8 +114,8 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     )
     app.state.engine = engine
     app.state.metrics = metrics
-    app.state.served_keys = {}
     app.state.open_sockets = {}
+    sockets = websocket.install(app, engine)  # the broadcast and seed 001's endpoint rules
     install_error_handlers(app)
     app.add_middleware(
         BodyLimitMiddleware,
@@ -141,4 +156,6 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.include_router(notes_api.router)
     app.include_router(tasks_api.router)
     app.include_router(modes_api.router)
+    app.include_router(speech_api.router)
+    app.include_router(hooks_api.router)
     return app

@@ -1,4 +1,5 @@
-"""`GET /v1/artifacts/{id}`: a file a tool made, to its owner (DESIGN.md §9).
+"""`GET /v1/artifacts/{id}`: a file a tool made, to its owner (DESIGN.md §9); and
+`GET /v1/artifacts/{id}/meta`: what is known of it, its WebDAV copy's status included.
 
 The bytes are served as what the gateway recorded (never sniffed by the browser:
 `nosniff`), inline, under a policy that lets nothing in them run or load anything: an
@@ -9,16 +10,18 @@ Another user's artifact is a 404 exactly like an unknown id; an admin may name t
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from sessiongate.api.auth import CurrentUser
+from sessiongate.api.schemas import iso
 from sessiongate.core.users import validate_user_name
 from sessiongate.errors import Forbidden
 from sessiongate.service.artifacts import ArtifactNotFound
 from sessiongate.service.engine import Engine
+from sessiongate.store.artifact_copies_base import ArtifactCopy
 
 router = APIRouter(prefix="/v1")
 
@@ -30,7 +33,7 @@ SECURITY_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
 }
 #: The extension a saved file gets for a media type (anything else: `.bin`).
-EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
+EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "audio/wav": "wav"}
 
 
 def owner_for(user: CurrentUser, owner: str | None) -> str:
@@ -65,3 +68,40 @@ async def get_artifact(
         "ETag": f'"{artifact.sha256}"',
     }
     return Response(data, media_type=artifact.media_type, headers=headers)
+
+
+@router.get("/artifacts/{artifact_id}/meta")
+async def get_artifact_meta(
+    artifact_id: str,
+    user: CurrentUser,
+    request: Request,
+    owner: Annotated[str | None, Query(max_length=64)] = None,
+) -> dict[str, Any]:
+    engine: Engine = request.app.state.engine
+    if engine.artifacts is None:
+        raise ArtifactNotFound("no artifact with that id")
+    artifact = await engine.artifacts.describe(owner_for(user, owner), artifact_id)
+    copy = await engine.artifacts.copy_of(artifact)
+    return {
+        "artifact_id": artifact.artifact_id,
+        "url": f"/v1/artifacts/{artifact.artifact_id}",
+        "media_type": artifact.media_type,
+        "size": artifact.size,
+        "sha256": artifact.sha256,
+        "created_at": iso(artifact.created_at),
+        "key": artifact.key,
+        "turn_id": artifact.turn_id,
+        "copy": None if copy is None else copy_json(copy),
+    }
+
+
+def copy_json(copy: ArtifactCopy) -> dict[str, Any]:
+    """The WebDAV copy as its owner sees it: `pending`, `copied` or `failed`, the attempts
+    made, why the last one failed, and where the copy is under the WebDAV folder."""
+    return {
+        "status": copy.state,
+        "attempts": copy.attempts,
+        "last_error": copy.last_error,
+        "updated_at": iso(copy.updated_at),
+        "path": copy.remote_path,
+    }

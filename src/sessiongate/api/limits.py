@@ -9,8 +9,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def is_turn_path(path: str) -> bool:
-    """The routes whose bodies may carry image attachments."""
-    return path == "/v1/chat" or (path.startswith("/v1/sessions/") and path.endswith("/messages"))
+    """The routes whose bodies may carry image attachments (an OpenAI client's as
+    image parts)."""
+    if path in ("/v1/chat", "/v1/chat/completions"):
+        return True
+    return path.startswith("/v1/sessions/") and path.endswith("/messages")
 
 
 class BodyLimitMiddleware:

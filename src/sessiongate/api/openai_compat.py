@@ -1,8 +1,15 @@
-"""OpenAI-compatible `/v1/models` and `/v1/chat/completions`.
+"""OpenAI-compatible `/v1/models` and `/v1/chat/completions` (DESIGN.md §11).
 
-`model` names an agent; `X-Session-Key` picks the session key (else the user's route).
-The gateway keeps the history, so only the last user message of `messages` is taken as
-the new turn; earlier messages a client re-sends are ignored, never duplicated.
+`model` names an agent. The conversation a request belongs to: `X-Session-Key`; else the
+client's own id (`X-OpenWebUI-Chat-Id`, `X-Conversation-Id`, `metadata.conversation_id`);
+else the stored conversation its message list continues, or a new one
+(service/conversations.py, which also reconciles the list with the stored thread:
+continuation, regenerate, edit). Client
+`system` messages reach the model after the agent's own; the client's `tools`,
+`tool_choice` and `response_format` reach the model, and its tool calls come back in
+OpenAI's shape. A stateless agent (`history = "none"`) or a one-shot task request (Open
+WebUI's title generation) is answered from the list alone, nothing kept. `n > 1` is
+refused.
 """
 
 from __future__ import annotations
@@ -18,8 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sessiongate.api.auth import CurrentUser, caller_for, routes_of
 from sessiongate.api.errors import error_response
+from sessiongate.api.openai_messages import ParsedRequest, parse_request
 from sessiongate.api.sse import collect_reply, reply_status
-from sessiongate.api.turns import SSE_HEADERS, begin_turn
+from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
+from sessiongate.config_openai import OpenAIConfig
+from sessiongate.core.conversation import Identity, Role, prefix_hashes, render_notice
 from sessiongate.core.events import (
     ActionEvent,
     ActionResultEvent,
@@ -39,11 +49,19 @@ from sessiongate.core.events import (
     TurnEvent,
     event_to_dict,
 )
-from sessiongate.errors import InvalidContent
+from sessiongate.errors import InvalidInput
+from sessiongate.models.base import capabilities_of
+from sessiongate.service.agents import AgentProfile
+from sessiongate.service.client_reply import stateless_wire
+from sessiongate.service.client_turn import ClientTurn
+from sessiongate.service.conversations import ConversationService
 from sessiongate.service.engine import Engine
-from sessiongate.service.turns import InboundTurn
+from sessiongate.service.turns import InboundTurn, TurnHandle
 
 router = APIRouter(prefix="/v1")
+
+#: `X-OpenWebUI-Task` values that mean "not a task" (an unset placeholder).
+_NO_TASK = frozenset({"", "none", "null"})
 
 
 class ChatMessage(BaseModel):
@@ -64,13 +82,13 @@ class CompletionRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)
     stream: bool = False
     stream_options: StreamOptions | None = None
-
-
-def _text(message: ChatMessage) -> str:
-    if isinstance(message.content, str):
-        return message.content
-    parts = [p.get("text", "") for p in message.content or [] if p.get("type") == "text"]
-    return "".join(str(p) for p in parts)
+    #: Only one choice is ever produced: more is refused (`n_not_supported`).
+    n: int | None = None
+    tools: list[dict[str, Any]] | None = Field(None, max_length=128)
+    tool_choice: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    #: `conversation_id` names the client's conversation.
+    metadata: dict[str, Any] | None = None
 
 
 @router.get("/models")
@@ -85,138 +103,286 @@ async def list_models(user: CurrentUser, request: Request) -> dict[str, Any]:
     }
 
 
+def _conversations(engine: Engine) -> ConversationService:
+    if engine.conversations is None:
+        raise RuntimeError("this engine was built without conversations")
+    return engine.conversations
+
+
+def _client_id(
+    chat_id: str | None, conversation_id: str | None, metadata: dict[str, Any] | None
+) -> tuple[str, str] | None:
+    """The client's own conversation id: Open WebUI's forwarded chat id, else an
+    `X-Conversation-Id` header (LibreChat's `{{LIBRECHAT_BODY_CONVERSATIONID}}`), else
+    `metadata.conversation_id`."""
+    if chat_id and chat_id.strip():
+        return "owui", chat_id.strip()
+    if conversation_id and conversation_id.strip():
+        return "conv", conversation_id.strip()
+    found = (metadata or {}).get("conversation_id")
+    if isinstance(found, str | int) and not isinstance(found, bool) and str(found).strip():
+        return "conv", str(found).strip()[:512]
+    return None
+
+
+def _one_shot(
+    agent: AgentProfile, parsed: ParsedRequest, task: str | None, config: OpenAIConfig
+) -> bool:
+    """A stateless agent, or a task request: Open WebUI's `X-OpenWebUI-Task` header (a
+    custom header `{{TASK}}`), or a single message starting with a task prefix."""
+    if agent.history == "none":
+        return True
+    if task is not None and task.strip().lower() not in _NO_TASK:
+        return True
+    if len(parsed.messages) != 1 or parsed.messages[0].role is not Role.USER:
+        return False
+    text = parsed.messages[0].content.lstrip()
+    return any(prefix and text.startswith(prefix) for prefix in config.stateless_prefixes)
+
+
 @router.post("/chat/completions", response_model=None)
 async def chat_completions(
     body: CompletionRequest,
     user: CurrentUser,
     request: Request,
     x_session_key: str | None = Header(None, max_length=200),
+    x_openwebui_chat_id: str | None = Header(None, max_length=512),
+    x_openwebui_task: str | None = Header(None, max_length=200),
+    x_conversation_id: str | None = Header(None, max_length=512),
 ) -> Response:
     engine: Engine = request.app.state.engine
-    if body.messages[-1].role != "user":
-        # The gateway keeps the history: the last message is the new turn and must be one.
-        raise InvalidContent("the last message must be the user's new message")
+    config = engine.settings.openai
+    if body.n is not None and body.n > 1:
+        raise InvalidInput(
+            "n > 1 is not supported: the gateway keeps one answer per turn; ask again"
+            " (a regenerate) for another",
+            code="n_not_supported",
+        )
+    agent = engine.turns.agent(body.model)
+    model = engine.turns.models.get(agent.reply_model)
+    limits = engine.settings.limits
+    parsed = parse_request(
+        [m.model_dump() for m in body.messages],
+        tools=body.tools,
+        tool_choice=body.tool_choice,
+        response_format=body.response_format,
+        vision=capabilities_of(model).images,
+        max_attachments=limits.max_attachments,
+        max_attachment_bytes=limits.max_attachment_bytes,
+    )
+    if parsed.options is not None and parsed.options.tools and not capabilities_of(model).tools:
+        raise InvalidInput(
+            f"agent {agent.name!r} answers with a model that cannot call tools",
+            code="tools_not_supported",
+        )
+    completion = _Completion(body, config)
+    if _one_shot(agent, parsed, x_openwebui_task, config):
+        wire = stateless_wire(agent, parsed.system, parsed.wire)
+        turn_id = engine.sessions.ids.new()
+        handle = _conversations(engine).stateless.start(turn_id, agent, wire, parsed.options)
+        events = handle.events()
+        first = await anext(events)
+        if isinstance(first, ErrorEvent):
+            raise TurnFailed(first)
+        return await completion.respond(handle, first, events, {"X-Session-Identity": "none"})
+
+    caller = caller_for(user)
+    hashes = prefix_hashes(parsed.messages)
     decision = None
-    agent = body.model
-    if x_session_key:
-        key = x_session_key
-    else:
+    client_id = None
+    if not x_session_key:
+        client_id = _client_id(x_openwebui_chat_id, x_conversation_id, body.metadata)
+    if not x_session_key and client_id is None and config.conversations == "route":
         decision = await routes_of(engine).decide(user, channel="openai")
-        key = decision.key
+        key, identity = decision.key, Identity.KEY
+    else:
+        key, identity = await _conversations(engine).identify(
+            caller, parsed.messages, hashes, session_key=x_session_key, client_id=client_id
+        )
     inbound = InboundTurn(
-        key, caller_for(user), _text(body.messages[-1]), agent=agent, route=decision
+        key,
+        caller,
+        parsed.content,
+        agent=body.model,
+        route=decision,
+        attachments=parsed.attachments,
+        client=ClientTurn(parsed.messages, identity, parsed.system, parsed.options, hashes),
     )
     handle, first, events = await begin_turn(engine, inbound)
-    completion_id = f"chatcmpl-{handle.turn_id}"
-    created = int(time.time())
-    headers = {"X-Session-Key": key, "X-Session-Id": getattr(first, "session_id", "")}
-    if not body.stream:
+    headers = {
+        "X-Session-Key": key,
+        "X-Session-Id": getattr(first, "session_id", ""),
+        "X-Session-Identity": identity.value,
+    }
+    return await completion.respond(handle, first, events, headers)
+
+
+class _Completion:
+    """One request's answer in OpenAI's shapes: a `chat.completion` object, or
+    `chat.completion.chunk` server-sent events."""
+
+    def __init__(self, body: CompletionRequest, config: OpenAIConfig) -> None:
+        self.body = body
+        self.model = body.model
+        self.notice_template = config.rotation_notice
+        self.created = int(time.time())
+        self.id = ""
+
+    def notice(self, rotation: dict[str, Any] | None) -> str:
+        if not rotation:
+            return ""
+        return render_notice(self.notice_template, str(rotation.get("reason", "")))
+
+    async def respond(
+        self,
+        handle: TurnHandle,
+        first: TurnEvent,
+        events: AsyncIterator[TurnEvent],
+        headers: dict[str, str],
+    ) -> Response:
+        self.id = f"chatcmpl-{handle.turn_id}"
+        if not self.body.stream:
+            return await self._whole(handle, first, events, headers)
+        include_usage = bool(self.body.stream_options and self.body.stream_options.include_usage)
+        return StreamingResponse(
+            self._chunks(handle, first, events, include_usage),
+            media_type="text/event-stream",
+            headers={**SSE_HEADERS, **headers},
+        )
+
+    async def _whole(
+        self,
+        handle: TurnHandle,
+        first: TurnEvent,
+        events: AsyncIterator[TurnEvent],
+        headers: dict[str, str],
+    ) -> Response:
         result = await collect_reply(handle, [first], events)
         status = reply_status(result)
         if "error" in result:
             error = result["error"]
             return error_response(status, error["code"], error["message"])
-        usage = result.get("usage") or {}
-        return JSONResponse(
-            {
-                "id": completion_id,
-                "object": "chat.completion",
-                "created": created,
-                "model": body.model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": result["reply"]},
-                    }
-                ],
-                "usage": usage,
-                "session": {
-                    "key": key,
-                    "session_id": result.get("session_id"),
-                    "rotation": result.get("rotation"),
-                },
-                **(
-                    {"sessiongate_tool_steps": result["tool_steps"]}
-                    if "tool_steps" in result
-                    else {}
-                ),
-            },
-            headers=headers,
-        )
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return StreamingResponse(
-        _chunks(completion_id, created, body.model, events, include_usage),
-        media_type="text/event-stream",
-        headers={**SSE_HEADERS, **headers},
-    )
+        text = self.notice(result.get("rotation")) + (result.get("reply") or "")
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        finish = "stop"
+        if handle.tool_calls:
+            message["content"] = text or None
+            message["tool_calls"] = _tool_calls(handle.tool_calls, indexed=False)
+            finish = "tool_calls"
+        body: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+            "usage": result.get("usage") or {},
+        }
+        if "session_id" in result:
+            body["session"] = {
+                "key": headers.get("X-Session-Key"),
+                "session_id": result.get("session_id"),
+                "rotation": result.get("rotation"),
+            }
+        if "tool_steps" in result:
+            body["sessiongate_tool_steps"] = result["tool_steps"]
+        return JSONResponse(body, headers=headers)
 
-
-async def _chunks(
-    completion_id: str,
-    created: int,
-    model: str,
-    events: AsyncIterator[TurnEvent],
-    include_usage: bool,
-) -> AsyncIterator[bytes]:
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         data = {
-            "id": completion_id,
+            "id": self.id,
             "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
+            "created": self.created,
+            "model": self.model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
             **extra,
         }
         return b"data: " + orjson.dumps(data) + b"\n\n"
 
-    yield chunk({"role": "assistant", "content": ""})
-    async for event in events:
-        match event:
-            case TokenEvent():
-                yield chunk({"content": event.content})
-            case RotationEvent():
-                # Clients that know sessiongate read this; others ignore unknown fields.
-                yield chunk({}, sessiongate_rotation=event.to_dict())
-            case (
-                PlanEvent()
-                | ToolStartEvent()
-                | ToolEndEvent()
-                | ContextLogEvent()
-                | RouteEvent()
-                | ClassificationEvent()
-                | ActionEvent()
-                | ActionResultEvent()
-                | HandoffEvent()
-                | AudioEvent()
-            ):
-                # The agent's own tool steps: text-only clients see nothing; those that
-                # know sessiongate read `sessiongate_<event type>`.
-                step = {k: v for k, v in event_to_dict(event).items() if k != "type"}
-                yield chunk({}, None, **{f"sessiongate_{event.type}": step})
-            case EndEvent():
-                yield chunk({}, "stop")
-                if include_usage:
-                    data = {
-                        "id": completion_id,
-                        "object": "chat.completion.chunk",
-                        "created": created,
-                        "model": model,
-                        "choices": [],
-                        "usage": event.usage,
+    async def _chunks(
+        self,
+        handle: TurnHandle,
+        first: TurnEvent,
+        events: AsyncIterator[TurnEvent],
+        include_usage: bool,
+    ) -> AsyncIterator[bytes]:
+        chunk = self._chunk
+        yield chunk({"role": "assistant", "content": ""})
+
+        async def every() -> AsyncIterator[TurnEvent]:
+            yield first
+            async for event in events:
+                yield event
+
+        async for event in every():
+            match event:
+                case TokenEvent():
+                    yield chunk({"content": event.content})
+                case RotationEvent():
+                    # Clients that know sessiongate read this field; every client shows
+                    # the notice, the first content of the reply.
+                    rotation = event.to_dict()
+                    yield chunk({}, sessiongate_rotation=rotation)
+                    notice = self.notice(rotation)
+                    if notice:
+                        yield chunk({"content": notice})
+                case (
+                    PlanEvent()
+                    | ToolStartEvent()
+                    | ToolEndEvent()
+                    | ContextLogEvent()
+                    | RouteEvent()
+                    | ClassificationEvent()
+                    | ActionEvent()
+                    | ActionResultEvent()
+                    | HandoffEvent()
+                    | AudioEvent()
+                ):
+                    # The agent's own tool steps: text-only clients see nothing; those that
+                    # know sessiongate read `sessiongate_<event type>`.
+                    step = {k: v for k, v in event_to_dict(event).items() if k != "type"}
+                    yield chunk({}, None, **{f"sessiongate_{event.type}": step})
+                case EndEvent():
+                    finish = "stop"
+                    if handle.tool_calls:
+                        yield chunk({"tool_calls": _tool_calls(handle.tool_calls, indexed=True)})
+                        finish = "tool_calls"
+                    yield chunk({}, finish)
+                    if include_usage:
+                        data = {
+                            "id": self.id,
+                            "object": "chat.completion.chunk",
+                            "created": self.created,
+                            "model": self.model,
+                            "choices": [],
+                            "usage": event.usage,
+                        }
+                        yield b"data: " + orjson.dumps(data) + b"\n\n"
+                case ErrorEvent():
+                    error = {
+                        "error": {
+                            "code": event.code,
+                            "message": event.message,
+                            "type": "sessiongate_error",
+                        }
                     }
-                    yield b"data: " + orjson.dumps(data) + b"\n\n"
-            case ErrorEvent():
-                error = {
-                    "error": {
-                        "code": event.code,
-                        "message": event.message,
-                        "type": "sessiongate_error",
-                    }
-                }
-                yield b"data: " + orjson.dumps(error) + b"\n\n"
-            case StartEvent():
-                pass  # the session ids ride in the response headers
-            case _:
-                assert_never(event)
-    yield b"data: [DONE]\n\n"
+                    yield b"data: " + orjson.dumps(error) + b"\n\n"
+                case StartEvent():
+                    pass  # the session ids ride in the response headers
+                case _:
+                    assert_never(event)
+        yield b"data: [DONE]\n\n"
+
+
+def _tool_calls(calls: list[dict[str, str]], *, indexed: bool) -> list[dict[str, Any]]:
+    """The model's calls of the client's tools in OpenAI's shape (`index` in a stream)."""
+    shaped = []
+    for index, call in enumerate(calls):
+        item: dict[str, Any] = {
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["name"], "arguments": call["arguments"]},
+        }
+        if indexed:
+            item = {"index": index, **item}
+        shaped.append(item)
+    return shaped

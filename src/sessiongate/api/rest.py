@@ -77,6 +77,7 @@ async def chat(body: ChatBody, user: CurrentUser, request: Request) -> Response:
         metadata=metadata,
         route=decision,
         attachments=attachments_of(engine, body.attachments),
+        speak=body.speak,
     )
     return await run_http_turn(engine, inbound, stream=body.stream)
 
@@ -97,6 +98,7 @@ async def post_message(
         agent=body.agent,
         recall=recall,
         attachments=attachments_of(engine, body.attachments),
+        speak=body.speak,
     )
     return await run_http_turn(engine, inbound, stream=body.stream)
 

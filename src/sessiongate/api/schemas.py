@@ -50,6 +50,8 @@ class MessageBody(_Body):
     agent: str | None = Field(None, max_length=200)
     recall: RecallBody | None = None
     attachments: list[AttachmentBody] | None = Field(None, max_length=16)
+    #: Speak the reply: an `audio` event follows `end` (DESIGN.md §9).
+    speak: bool = False
 
 
 class ChatBody(_Body):
@@ -59,6 +61,8 @@ class ChatBody(_Body):
     device_id: str | None = Field(None, max_length=200)
     stream: bool = True
     attachments: list[AttachmentBody] | None = Field(None, max_length=16)
+    #: Speak the reply: an `audio` event follows `end` (DESIGN.md §9).
+    speak: bool = False
 
 
 class LifecycleOverrideBody(_Body):

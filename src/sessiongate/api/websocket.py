@@ -10,6 +10,11 @@ Frames are read as they arrive, whatever a turn is doing, so the connection's ke
 never waits behind a queue of turns: each frame is checked at once (size, JSON, nesting),
 then queued for its turn (at most `limits.ws_max_queued_frames` per socket; one more is
 answered `queue_full`). Turns on one socket run one at a time, in order.
+
+Seed 001's endpoints (service/seed_endpoints.py): without `?session_id=` the socket opens
+on the key its user last used on that endpoint; a key created through the other one is
+refused (`wrong_endpoint`). Every socket sees the turns other devices run on the keys it
+watches (api/ws_broadcast.py), in this process and across workers.
 """
 
 from __future__ import annotations
@@ -21,10 +26,19 @@ from datetime import UTC, datetime
 from typing import Any, assert_never
 
 import orjson
-from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, FastAPI, WebSocket, WebSocketDisconnect
 
 from sessiongate.api.auth import caller_for, routes_of
+from sessiongate.api.ws_broadcast import (
+    Frame,
+    TurnBroadcast,
+    TurnRelay,
+    broadcast_copy,
+    build_broadcast,
+    user_message_frame,
+)
 from sessiongate.api.ws_frames import FrameError, parse_frame
+from sessiongate.core.content import validate_content
 from sessiongate.core.events import (
     ActionEvent,
     ActionResultEvent,
@@ -44,18 +58,51 @@ from sessiongate.core.events import (
     TurnEvent,
     event_to_dict,
 )
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.routing import RouteDecision
 from sessiongate.core.segments import Message
 from sessiongate.core.users import User
 from sessiongate.errors import InvalidInput, SessionGateError
 from sessiongate.service.engine import Engine
-from sessiongate.service.turns import InboundTurn
+from sessiongate.service.seed_endpoints import SeedEndpoints, build_seed_endpoints
+from sessiongate.service.turns import InboundTurn, TurnHandle
+from sessiongate.store.endpoints_base import SEED_ENDPOINTS
 
 router = APIRouter()
 POLICY_VIOLATION = 1008
 #: The `ready` frame carries at most this share of the frame limit in history; older
 #: messages are paged through REST (`history_complete: false` says so).
 HISTORY_SHARE = 2
+#: Keys one socket watches at most: its `ready` key and the newest keys its frames used.
+MAX_WATCHED = 16
+#: Other devices' frames waiting to be written to one socket; past this they are dropped
+#: and the socket is told once (`broadcast_overflow`).
+MAX_PENDING_BROADCAST = 4096
+#: What the client going away looks like when a frame is written to it.
+_GONE = (WebSocketDisconnect, RuntimeError, OSError)
+
+
+class SocketServices:
+    """What the WebSocket endpoints share in one app: the broadcast and seed 001's
+    endpoint rules. `install` puts them on `app.state`; the lifespan closes them."""
+
+    def __init__(self, broadcast: TurnBroadcast, seed: SeedEndpoints) -> None:
+        self.broadcast = broadcast
+        self.seed = seed
+
+    async def aclose(self) -> None:
+        await self.broadcast.aclose()
+        await self.seed.drain()
+
+
+def install(app: FastAPI, engine: Engine) -> SocketServices:
+    services = SocketServices(
+        build_broadcast(engine.store), build_seed_endpoints(engine.store, engine.sessions.clock)
+    )
+    # Turns no socket started (REST, OpenAI-compatible, …) are broadcast when they end.
+    engine.turns.after_turn(services.broadcast.finished)
+    app.state.sockets = services
+    return services
 
 
 def _now() -> str:
@@ -76,6 +123,19 @@ class ChatSocket:
         self._send_lock = asyncio.Lock()
         #: `/v1/ws` without `?session_id=`: frames that name no key are routed one by one.
         self._routed = False
+        services: SocketServices = ws.app.state.sockets
+        self.hub = services.broadcast
+        self.seed = services.seed
+        #: Keys (stored form) whose frames this socket receives, oldest first.
+        self._watched: dict[str, None] = {}
+        #: Keys whose endpoint binding was checked and cannot change any more.
+        self._settled: set[str] = set()
+        #: Other devices' frames, written by their own task so a slow socket never holds
+        #: up the turn that produced them.
+        self._pending: asyncio.Queue[Frame] = asyncio.Queue(MAX_PENDING_BROADCAST)
+        self._overflowed = False
+        #: The client went away: a turn still running is relayed to the others regardless.
+        self._gone = False
 
     async def run(self) -> None:
         await self.ws.accept()
@@ -92,6 +152,7 @@ class ChatSocket:
         open_sockets[self.endpoint] = open_sockets.get(self.endpoint, 0) + 1
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(self.limits.ws_max_queued_frames)
         worker: asyncio.Task[None] | None = None
+        writer: asyncio.Task[None] | None = None
         try:
             try:
                 key = await self._default_key(user)
@@ -99,17 +160,25 @@ class ChatSocket:
                 await self._error(exc.code, exc.message)
                 await self.ws.close(POLICY_VIOLATION, exc.code)
                 return
+            # Watch first, so no turn falls between the history read and the watching.
+            await self._watch(user, key)
             await self._ready(user, key)
-            worker = asyncio.get_running_loop().create_task(self._run_turns(user, key, queue))
+            loop = asyncio.get_running_loop()
+            writer = loop.create_task(self._write_broadcasts())
+            worker = loop.create_task(self._run_turns(user, key, queue))
             await self._read_frames(queue)
-        except (WebSocketDisconnect, RuntimeError):
+        except _GONE:
             return  # the client went away; a turn already started runs to its end
         finally:
-            if worker is not None:
-                # Frames still queued belong to a client that left: they never started.
-                worker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker
+            self._gone = True
+            self.hub.unwatch(self)
+            for task in (worker, writer):
+                if task is not None:
+                    # Frames still queued belong to a client that left: they never started.
+                    # A turn already started is relayed to the others by its own task.
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             gauge.dec()
             open_sockets[self.endpoint] -= 1
 
@@ -133,14 +202,70 @@ class ChatSocket:
 
     async def _default_key(self, user: User) -> str:
         """The key of frames that name none: `?session_id=`, else on `/v1/ws` the route
-        (DESIGN.md §8), else seed 001's per-endpoint key."""
+        (DESIGN.md §8), else on seed 001's endpoints the key the user last used there
+        (`mobile:<endpoint>:<user>` the first time)."""
         requested = self.ws.query_params.get("session_id")
         if requested:
+            try:
+                ref = caller_for(user).key(requested, write=True)
+            except SessionGateError:
+                return requested  # a bad key in the URL is reported when a message uses it
+            await self._check_endpoint(ref)  # raises WrongEndpoint: reported, then closed
             return requested
         if self.endpoint == "v1":
             self._routed = True
             return (await self._route(user, None)).key
-        return f"mobile:{self.endpoint}:{user.name}"
+        last = await self.seed.last_key(user.name, self.endpoint)
+        return last or f"mobile:{self.endpoint}:{user.name}"
+
+    async def _check_endpoint(self, ref: KeyRef) -> None:
+        """Seed endpoints: refuse a key the other one created (service/seed_endpoints.py)."""
+        if self.endpoint not in SEED_ENDPOINTS or ref.storage_id in self._settled:
+            return
+        if await self.seed.check(ref, self.endpoint):
+            self._settled.add(ref.storage_id)
+
+    async def _watch(self, user: User, key: str) -> None:
+        """Receive the turns other sockets and requests run on `key` from now on."""
+        try:
+            stored = caller_for(user).key(key).storage_id
+        except SessionGateError:
+            return  # a bad key watches nothing; its turns are refused anyway
+        if stored in self._watched:
+            self._watched[stored] = self._watched.pop(stored)  # now the newest
+            return
+        self._watched[stored] = None
+        if len(self._watched) > MAX_WATCHED:
+            # The ready key stays (it comes first); the oldest of the others goes.
+            oldest = list(self._watched)[1]
+            del self._watched[oldest]
+            self.hub.unwatch(self, oldest)
+        await self.hub.watch(self, stored)
+
+    def deliver(self, frame: Frame) -> None:
+        """Another device's frame for this socket (api/ws_broadcast.Watcher)."""
+        if self._gone:
+            return
+        try:
+            self._pending.put_nowait(frame)
+        except asyncio.QueueFull:
+            self._overflowed = True
+
+    async def _write_broadcasts(self) -> None:
+        while True:
+            frame = await self._pending.get()
+            try:
+                await self._send(frame)
+                if self._overflowed and self._pending.empty():
+                    self._overflowed = False
+                    await self._error(
+                        "broadcast_overflow",
+                        "this connection fell behind other devices' turns and some of their"
+                        " frames were dropped; reconnect to reload the history",
+                    )
+            except _GONE:
+                self._gone = True
+                return
 
     async def _route(self, user: User, mode: object) -> RouteDecision:
         query = self.ws.query_params
@@ -217,8 +342,10 @@ class ChatSocket:
             data = await queue.get()
             try:
                 await self._turn(user, default_key, data)
-            except (WebSocketDisconnect, RuntimeError):
+            except _GONE:
                 return
+            if self._gone:
+                return  # frames still queued belong to a client that left
 
     async def _turn(self, user: User, default_key: str, data: dict[str, Any]) -> None:
         frame_number = data.pop("_frame")
@@ -234,34 +361,80 @@ class ChatSocket:
         if not isinstance(content, str):
             await self._error("invalid_content", "content must be a string", frame_number)
             return
+        speak = data.get("speak", False)
+        if not isinstance(speak, bool):
+            await self._error("invalid_frame", "speak must be true or false", frame_number)
+            return
         metadata = {"device_id": device_id[:200]} if device_id else {}
         agent = self.agent.name
         decision = None
+        caller = caller_for(user)
         try:
             if requested is None and self._routed:
                 # Routed per frame: a mode unlocked (or expired) since the socket opened
                 # counts from the next message on.
                 decision = await self._route(user, data.get("mode"))
                 key, agent = decision.key, decision.agent
+            ref = caller.key(key, write=True)
+            if self.endpoint in SEED_ENDPOINTS and ref.storage_id not in self._settled:
+                # Bad content is refused before the binding is looked up.
+                validate_content(content, self.engine.sessions.max_content_chars)
+                await self._check_endpoint(ref)
             inbound = InboundTurn(
                 key,
-                caller_for(user),
+                caller,
                 content,
                 agent=agent,
                 metadata={**metadata, "transport": self.endpoint},
                 route=decision,
+                speak=speak,
             )
+            await self._watch(user, key)
             handle = self.engine.turns.start_turn(inbound)
         except SessionGateError as exc:
             await self._error(exc.code, exc.message, frame_number)
             return
-        self.ws.app.state.served_keys.setdefault(self.endpoint, set()).add(key)
+        relay = self.hub.relay(ref.storage_id, handle.turn_id, self)
+        # The turn's frames are relayed by a task of their own: a client that leaves
+        # half-way cancels this worker, never the relay, so the others see the turn end.
+        task = asyncio.get_running_loop().create_task(
+            self._relay(handle, ref, relay, frame_number, content, device_id)
+        )
+        self.hub.keep(task)
+        await asyncio.shield(task)
+
+    async def _relay(
+        self,
+        handle: TurnHandle,
+        ref: KeyRef,
+        relay: TurnRelay,
+        frame_number: int,
+        content: str,
+        device_id: str | None,
+    ) -> None:
+        key = ref.name
+        started = False
         async for event in handle.events():
+            if isinstance(event, StartEvent):
+                # The turn holds its key (created if new): now it counts as used here.
+                started = True
+                self.seed.record(ref, self.endpoint)
+                relay.send(
+                    user_message_frame(key, handle.turn_id, content, device_id, self.endpoint)
+                )
+                continue
             frame = render(event, key)
-            if frame is not None:
-                if frame["type"] in ("complete", "error"):
-                    frame["frame"] = frame_number  # which client frame this turn answered
-                await self._send(frame)
+            if frame is None:
+                continue
+            if started:
+                relay.send(broadcast_copy(frame, key, handle.turn_id))
+            if frame["type"] in ("complete", "error"):
+                frame["frame"] = frame_number  # which client frame this turn answered
+            if not self._gone:
+                try:
+                    await self._send(frame)
+                except _GONE:
+                    self._gone = True
 
     async def _send(self, frame: dict[str, Any]) -> None:
         async with self._send_lock:  # the reader's error frames and a turn's frames

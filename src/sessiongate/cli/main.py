@@ -5,22 +5,29 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from sessiongate.cli.common import (
+    OPERATOR,
+    ConfigOption,
+    console,
+    errors,
+    print_table,
+    settings_or_exit,
+    with_engine,
+)
 from sessiongate.cli.demo import fresh_demo_database, run_demo
+from sessiongate.cli.maintenance import backup, gc, restore
 from sessiongate.cli.mcp import mcp_app
 from sessiongate.cli.notes import notes_app
-from sessiongate.config import Settings, cross_check, load_settings
+from sessiongate.config import Settings, cross_check, redact_url
 from sessiongate.core.users import User
-from sessiongate.errors import ConfigError, InvalidInput, SessionGateError, SessionNotFound
+from sessiongate.errors import ConfigError, InvalidInput, SessionNotFound
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.sessions import Caller, ChainView
+from sessiongate.service.sessions import ChainView
 
 app = typer.Typer(
     help="sessiongate: durable conversation sessions for AI assistants.",
@@ -35,45 +42,6 @@ app.add_typer(users_app, name="users")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(notes_app, name="notes")
-
-console = Console()
-errors = Console(stderr=True)
-T = TypeVar("T")
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="TOML config file (default: $SESSIONGATE_CONFIG)."),
-]
-# The CLI runs on the operator's machine with full access to the database file, so it
-# acts as an administrator.
-OPERATOR = Caller("operator", admin=True)
-
-
-def _settings(config: Path | None) -> Settings:
-    try:
-        return load_settings(config)
-    except ConfigError as exc:
-        errors.print(f"[red]configuration error[/red]\n{exc}")
-        raise typer.Exit(2) from None
-
-
-def _with_engine(config: Path | None, action: Callable[[Engine], Awaitable[T]]) -> T:
-    settings = _settings(config)
-
-    async def run() -> T:
-        engine = build_engine(settings, config_dir=config.parent if config else None)
-        try:
-            await engine.start()
-            return await action(engine)
-        finally:
-            await engine.aclose()
-
-    try:
-        return asyncio.run(run())
-    except (SessionGateError, ConfigError) as exc:
-        message = exc.message if isinstance(exc, SessionGateError) else str(exc)
-        errors.print(f"[red]error[/red]: {message}")
-        raise typer.Exit(1) from None
 
 
 @app.command()
@@ -90,7 +58,7 @@ def serve(
     from sessiongate.logs import configure_logging
     from sessiongate.serving import serve as serve_gateway
 
-    settings = _settings(config)
+    settings = settings_or_exit(config)
     if workers is not None:
         server = settings.server.model_copy(update={"workers": workers})
         settings = settings.model_copy(update={"server": server})
@@ -150,7 +118,7 @@ def users_add(
         _, key = await engine.users.add(name, primary=primary, admin=admin)
         return key
 
-    key = _with_engine(config, add)
+    key = with_engine(config, add)
     roles = ", ".join(r for r, on in (("primary", primary), ("admin", admin)) if on) or "user"
     console.print(f"created {name} ({roles}); the key is shown only now:")
     print(key)
@@ -181,8 +149,43 @@ def users_modes(
         )
         return user.modes
 
-    modes = _with_engine(config, change)
+    modes = with_engine(config, change)
     console.print(f"{name}: modes enabled: {', '.join(modes) or '(none)'}", markup=False)
+
+
+@users_app.command("list")
+def users_list(config: ConfigOption = None) -> None:
+    """Every user: roles, modes enabled and how many live API keys it has."""
+    found = with_engine(config, lambda e: e.users.list_with_keys())
+    rows = []
+    for user, keys in found:
+        roles = [r for r, on in (("primary", user.primary), ("admin", user.admin)) if on]
+        rows.append((user.name, ", ".join(roles) or "user", ", ".join(user.modes), str(keys)))
+    print_table(("name", "roles", "modes", "live keys"), rows)
+
+
+@users_app.command("revoke")
+def users_revoke(name: str, config: ConfigOption = None) -> None:
+    """Revoke every API key of a user at once; its sessions, notes and tasks stay."""
+    revoked = with_engine(config, lambda e: e.users.revoke(name))
+    console.print(
+        f"revoked {revoked} key(s) of {name}; `users rotate-key {name}` issues a new one",
+        markup=False,
+        highlight=False,
+    )
+
+
+@users_app.command("rotate-key")
+def users_rotate_key(name: str, config: ConfigOption = None) -> None:
+    """Issue a new API key for a user and revoke all its old ones at once; print the new
+    key once, alone on the last line."""
+    key, revoked = with_engine(config, lambda e: e.users.rotate_key(name))
+    console.print(
+        f"revoked {revoked} old key(s) of {name}; the new key is shown only now:",
+        markup=False,
+        highlight=False,
+    )
+    print(key)
 
 
 @app.command()
@@ -193,7 +196,8 @@ def chat(
         str | None, typer.Option(envvar="SESSIONGATE_API_KEY", help="Your API key.")
     ] = None,
 ) -> None:
-    """A terminal client: streams replies, shows rotations; `/new` starts a new segment."""
+    """A terminal client: streams replies, shows rotations; `/new` starts a new segment,
+    `/history`, `/sessions`, `/help`."""
     from sessiongate.cli.chat import run_chat
 
     if not api_key:
@@ -205,20 +209,30 @@ def chat(
 @config_app.command("check")
 def config_check(config: ConfigOption = None) -> None:
     """Validate the configuration and print it resolved, secrets masked."""
-    settings = _settings(config)
+    settings = settings_or_exit(config)
     console.print_json(json.dumps(settings.model_dump(mode="json"), default=str))
+    console.print(
+        f"database: {resolved_database(settings)}", markup=False, highlight=False, soft_wrap=True
+    )
     console.print("[green]configuration is valid[/green]")
+
+
+def resolved_database(settings: Settings) -> str:
+    """The database the gateway would open, as a URL (password left out) and its kind."""
+    if settings.database.backend == "postgres":
+        return f"{redact_url(settings.database.url)} (PostgreSQL)"
+    path = settings.sqlite_path
+    shown = str(path) if str(path) == ":memory:" else str(path.expanduser().resolve())
+    return f"sqlite:///{shown} (SQLite)"
 
 
 @sessions_app.command("list")
 def sessions_list(config: ConfigOption = None) -> None:
     """Every session key: latest segment, segment and message counts, last activity."""
-    keys = _with_engine(config, lambda e: e.sessions.list_keys(OPERATOR))
-    table = Table()
-    for column in ("key", "owner", "latest session_id", "segments", "messages", "last activity"):
-        table.add_column(column)
-    for k in keys:
-        table.add_row(
+    keys = with_engine(config, lambda e: e.sessions.list_keys(OPERATOR))
+    columns = ("key", "owner", "latest session_id", "segments", "messages", "last activity")
+    rows = [
+        (
             k.key,
             k.owner,
             k.latest_session_id,
@@ -226,7 +240,9 @@ def sessions_list(config: ConfigOption = None) -> None:
             str(k.message_count),
             k.last_activity_at.isoformat(timespec="seconds"),
         )
-    console.print(table)
+        for k in keys
+    ]
+    print_table(columns, rows)
 
 
 OwnerOption = Annotated[
@@ -258,23 +274,22 @@ def sessions_show(key: str, config: ConfigOption = None, owner: OwnerOption = No
     async def show(engine: Engine) -> ChainView:
         return await engine.sessions.show(key, OPERATOR, owner=await _owner_of(engine, key, owner))
 
-    view = _with_engine(config, show)
+    view = with_engine(config, show)
     console.print(
-        f"[bold]{view.key.key}[/bold] owned by {view.key.owner}; latest {view.latest.session_id}"
+        f"[bold]{view.key.key}[/bold] owned by {view.key.owner}; latest {view.latest.session_id}",
+        soft_wrap=True,
     )
-    table = Table()
-    for column in ("session_id", "status", "created", "reason", "messages"):
-        table.add_column(column)
-    for segment in view.segments:
-        reason = segment.created_reason.value if segment.created_reason else "first"
-        table.add_row(
+    rows = [
+        (
             segment.session_id,
             segment.status.value,
             segment.created_at.isoformat(timespec="seconds"),
-            reason,
+            segment.created_reason.value if segment.created_reason else "first",
             str(segment.message_count),
         )
-    console.print(table)
+        for segment in view.segments
+    ]
+    print_table(("session_id", "status", "created", "reason", "messages"), rows)
 
 
 @sessions_app.command("export")
@@ -290,7 +305,7 @@ def sessions_export(
         chosen = await _owner_of(engine, key, owner)
         return list(await engine.sessions.export(key, OPERATOR, owner=chosen))
 
-    lines = _with_engine(config, export)
+    lines = with_engine(config, export)
     text = "".join(line + "\n" for line in lines)
     if output is None:
         sys.stdout.write(text)
@@ -321,8 +336,14 @@ def sessions_import(
             )
         return f"{record.key} (owner {record.owner})"
 
-    key = _with_engine(config, do_import)
+    key = with_engine(config, do_import)
     console.print(f"imported {key}")
+
+
+# Maintenance (cli/maintenance.py): retention, backup and restore.
+app.command("gc")(gc)
+app.command("backup")(backup)
+app.command("restore")(restore)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,11 @@ and each one's rationale is carried into the turn's metadata.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessiongate.core.segments import Message, RecallFragment
+from sessiongate.core.segments import Message, RecallFragment, Role
 from sessiongate.core.tool_calls import (
     ThreadItem,
     flatten,
@@ -45,7 +45,8 @@ def estimate_tokens(text: str) -> int:
 
 
 #: One message of the context. `source` says where its text came from: a message id,
-#: "system_prompt", "context_file:<name>", "recall", or "repair:…" for the `interrupted`
+#: "system_prompt", "context_file:<name>", "client_system" (an OpenAI client's system
+#: message), "recall", or "repair:…" for the `interrupted`
 #: result that answers a call cut short (core/tool_calls.py).
 ContextMessage = ThreadItem
 
@@ -111,6 +112,37 @@ def render_recall(fragments: Sequence[RecallFragment]) -> str:
     return "\n".join(lines)
 
 
+#: User-message metadata: the system messages an OpenAI-compatible client sent with it.
+CLIENT_SYSTEM = "client_system"
+#: Assistant-message metadata: the ids of the answer it replaces (a regenerate).
+SUPERSEDES = "supersedes"
+
+
+def without_superseded(
+    thread: Sequence[Message], leave_out: Collection[str] = ()
+) -> Sequence[Message]:
+    """The thread without the answers a later message supersedes (and `leave_out`): a
+    regenerated answer stays in the store, out of the context."""
+    gone = set(leave_out)
+    for message in thread:
+        replaced = message.metadata.get(SUPERSEDES)
+        if isinstance(replaced, list):
+            gone.update(str(m) for m in replaced)
+    if not gone:
+        return thread
+    return [m for m in thread if m.message_id not in gone]
+
+
+def client_system_of(thread: Sequence[Message]) -> tuple[str, ...]:
+    """The client system messages sent with the newest user message that carried any
+    (the client's instructions hold until it sends others)."""
+    for message in reversed(thread):
+        found = message.metadata.get(CLIENT_SYSTEM) if message.role is Role.USER else None
+        if isinstance(found, list):
+            return tuple(str(text) for text in found)
+    return ()
+
+
 def assemble_context(
     *,
     thread: Sequence[Message],
@@ -121,19 +153,26 @@ def assemble_context(
     token_budget: int | None = None,
     count_tokens: TokenCounter = estimate_tokens,
     max_tool_result_chars: int = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    client_system: Sequence[str] | None = None,
+    leave_out: Collection[str] = (),
 ) -> AssembledContext:
     """Build the turn's context from the thread tail, system text and recalled fragments.
 
-    Order: system prompt, context files, recalled fragments, then the newest
-    `memory_window` thread messages. Over budget, recalled fragments go first (lowest
-    score first), then the oldest thread messages; the system prompt and the newest thread
-    message always stay, so the model always sees what it is answering.
+    Order: system prompt, context files, the client's system messages (`client_system`,
+    else those kept with the thread's newest user message), recalled fragments, then the
+    newest `memory_window` thread messages. Over budget, recalled fragments go first
+    (lowest score first), then the oldest thread messages; the system text and the newest
+    thread message always stay, so the model always sees what it is answering. Superseded
+    answers (and `leave_out`) are not part of the thread.
 
     Tool steps (core/tool_calls.py) are kept or dropped as whole groups, calls cut short
     are answered `interrupted`, and results are capped at `max_tool_result_chars`.
     """
     if memory_window < 1:
         raise ValueError("memory_window must be at least 1")
+    thread = without_superseded(thread, leave_out)
+    if client_system is None:
+        client_system = client_system_of(thread)
 
     def cost(text: str) -> int:
         return count_tokens(text) + MESSAGE_OVERHEAD_TOKENS
@@ -143,6 +182,8 @@ def assemble_context(
         fixed.append(ContextMessage("system", system_prompt, "system_prompt"))
     for item in context_files:
         fixed.append(ContextMessage("system", item.content, f"context_file:{item.name}"))
+    for text in client_system:
+        fixed.append(ContextMessage("system", text, CLIENT_SYSTEM))
 
     tail = list(thread[-memory_window:])
     if has_tool_steps(tail):

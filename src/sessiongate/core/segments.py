@@ -37,6 +37,9 @@ class RotationReason(StrEnum):
     DAY_BOUNDARY = "day_boundary"
     SEMANTIC = "semantic"
     REVERT = "revert"
+    #: An OpenAI-compatible client re-sent its conversation with an earlier message
+    #: edited: the new segment continues the shared part (service/conversations.py).
+    FORK = "fork"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,8 @@
 
 Deterministic and honest: it says plainly that no model is configured and echoes what it
 was asked, so a fresh install works end to end without pretending to be an assistant.
+Standing in for configured models that failed (a fallback chain ending in `offline`), it
+says instead that the model is unavailable (`standing_in`, used by service/model_steps.py).
 """
 
 from __future__ import annotations
@@ -27,8 +29,14 @@ class OfflineModel:
     #: No tools, images or JSON mode: it only echoes text back.
     capabilities: ClassVar[ModelCapabilities] = TEXT_ONLY
 
-    def __init__(self, name: str = "offline") -> None:
+    def __init__(self, name: str = "offline", *, fallback: bool = False) -> None:
         self.name = name
+        #: Answering because the configured models failed, not because there are none.
+        self.fallback = fallback
+
+    def standing_in(self) -> OfflineModel:
+        """This model as the last of a fallback chain whose earlier models failed."""
+        return OfflineModel(self.name, fallback=True)
 
     def reply_for(self, messages: Sequence[WireMessage]) -> str:
         last_user = next(
@@ -37,6 +45,12 @@ class OfflineModel:
         )
         history = sum(1 for m in messages if m.get("role") in ("user", "assistant"))
         quoted = last_user if len(last_user) <= 200 else last_user[:197] + "..."
+        if self.fallback:
+            return (
+                "The model is unavailable right now, so this is sessiongate's offline"
+                f" stand-in answering. I received: \u201c{quoted}\u201d ({history} message(s)"
+                " in context). Please try again later."
+            )
         return (
             "No model is configured, so this is sessiongate's offline stand-in answering. "
             f"I received: \u201c{quoted}\u201d ({history} message(s) in context). "

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
 from sessiongate.config import AgentConfig, Settings
+from sessiongate.config_handoff import HandoffConfig
+from sessiongate.config_hooks import ExtractTasksFor
 from sessiongate.config_routing import ActionsPolicy, ClassifierConfig, OutputContract
 from sessiongate.core.context import DEFAULT_MAX_TOOL_RESULT_CHARS, ContextFile
 from sessiongate.errors import NotFound
@@ -47,6 +50,18 @@ class AgentProfile:
     classifier: ClassifierConfig | None = None
     output_contract: OutputContract = "none"
     actions: ActionsPolicy = "off"
+    #: `none`: a stateless agent: nothing is kept; over the OpenAI route the client's
+    #: message list is the whole context (service/client_reply.py).
+    history: Literal["keep", "none"] = "keep"
+    #: The `[voices]` entry its replies are spoken with, unless the turn's mode has one.
+    voice: str | None = None
+    #: Seed 000's hybrid hand-off after the reply (service/handoff.py), when enabled.
+    handoff: HandoffConfig | None = None
+    #: Post-reply task extraction (service/task_extraction.py): on or off, for whom, and
+    #: the model asked (`extract_tasks_model`, else the control model).
+    extract_tasks: bool = False
+    extract_tasks_for: ExtractTasksFor = "non_primary"
+    extract_tasks_model: str | None = None
 
     @property
     def uses_tools(self) -> bool:
@@ -94,6 +109,12 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
             classifier=cfg.classifier if cfg.classifier and cfg.classifier.enabled else None,
             output_contract=cfg.output_contract or "none",
             actions=cfg.actions or "off",
+            history=cfg.history or "keep",
+            voice=cfg.voice,
+            handoff=cfg.handoff if cfg.handoff and cfg.handoff.enabled else None,
+            extract_tasks=bool(cfg.extract_tasks),
+            extract_tasks_for=cfg.extract_tasks_for or "non_primary",
+            extract_tasks_model=cfg.extract_tasks_model or cfg.control_model,
         )
     return profiles
 

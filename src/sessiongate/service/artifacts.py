@@ -7,6 +7,10 @@ in a conversation names its key, and goes when that key is erased.
 
 Bytes are written before the row: a crash between the two leaves an unreferenced file,
 never a row whose file is missing. Erasure removes the rows first for the same reason.
+
+With `[artifacts] webdav_url` set, every saved artifact is also copied to that WebDAV
+folder in the background, and an erased one's copy is deleted there
+(service/artifact_copy.py).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from sessiongate.core.clock import Clock
 from sessiongate.core.ids import IdGenerator, is_session_id
 from sessiongate.core.keys import KeyRef, validate_session_key
 from sessiongate.errors import ContentTooLarge, InvalidInput, NotFound
+from sessiongate.service.artifact_copy import ArtifactCopier
+from sessiongate.store.artifact_copies_base import ArtifactCopy, ArtifactCopyStore
 from sessiongate.store.artifact_files import ArtifactFiles
 from sessiongate.store.artifacts_base import Artifact, ArtifactStore
 from sessiongate.store.base import Store
@@ -52,12 +58,15 @@ class ArtifactService:
         clock: Clock,
         *,
         max_bytes: int,
+        copies: ArtifactCopier | None = None,
     ) -> None:
         self.store = store
         self.files = files
         self.ids = ids
         self.clock = clock
         self.max_bytes = max_bytes
+        #: The WebDAV copies (None: an artifact service without them).
+        self.copies = copies
 
     async def save(
         self,
@@ -91,11 +100,14 @@ class ArtifactService:
             file_name=self.files.file_name(owner, artifact_id),
         )
         await asyncio.to_thread(self.files.write, artifact.file_name, data)
+        copy = None if self.copies is None else self.copies.plan(artifact)
         try:
-            await self.store.add_artifact(artifact)
+            await self.store.add_artifact(artifact, copy)
         except BaseException:
             await asyncio.to_thread(self.files.remove, artifact.file_name)
             raise
+        if copy is not None and self.copies is not None:
+            self.copies.wake()  # copied in the background: the caller never waits for it
         return artifact
 
     async def describe(self, owner: str, artifact_id: str) -> Artifact:
@@ -114,12 +126,30 @@ class ArtifactService:
             raise ArtifactNotFound(f"no artifact {artifact_id}")
         return artifact, data
 
+    async def copy_of(self, artifact: Artifact) -> ArtifactCopy | None:
+        """A described artifact's WebDAV copy; None when it has none."""
+        if self.copies is None:
+            return None
+        return await self.copies.status(artifact.owner, artifact.artifact_id)
+
     async def delete_key(self, ref: KeyRef) -> int:
-        """Remove every artifact the key made (rows, then files); how many went."""
-        found = await self.store.artifacts_of_key(ref.owner, ref.name)
+        """Remove every artifact the key made (rows, then files; their WebDAV copies are
+        deleted in the background); how many went."""
+        return await self._erase(ref.owner, await self.store.artifacts_of_key(ref.owner, ref.name))
+
+    async def erase_user(self, owner: str) -> int:
+        """Remove every artifact of a user being erased, as `delete_key` does."""
+        return await self._erase(owner, await self.store.artifacts_of_owner(owner))
+
+    async def _erase(self, owner: str, found: list[Artifact]) -> int:
         if not found:
             return 0
-        await self.store.delete_artifacts(ref.owner, [a.artifact_id for a in found])
+        delete_copies = self.copies is None or self.copies.config.delete_remote
+        await self.store.delete_artifacts(
+            owner, [a.artifact_id for a in found], delete_copies=delete_copies
+        )
+        if self.copies is not None:
+            self.copies.wake()
         await asyncio.to_thread(self._remove_files, [a.file_name for a in found])
         return len(found)
 
@@ -151,10 +181,28 @@ def build_artifact_service(
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no artifact store for {type(store).__name__}")
         rows = PostgresArtifactStore(store)
+    files = ArtifactFiles(artifacts_folder(settings))
     return ArtifactService(
         rows,
-        ArtifactFiles(artifacts_folder(settings)),
+        files,
         ids,
         clock,
         max_bytes=settings.limits.max_artifact_bytes,
+        copies=ArtifactCopier(settings.artifacts, copy_rows(store), files, clock),
     )
+
+
+def copy_rows(store: Store) -> ArtifactCopyStore:
+    """The copy queue beside the artifact rows."""
+    from sessiongate.store.sqlite import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        from sessiongate.store.sqlite_artifact_copies import SQLiteArtifactCopyStore
+
+        return SQLiteArtifactCopyStore(store)
+    from sessiongate.store.postgres import PostgresStore
+    from sessiongate.store.postgres_artifact_copies import PostgresArtifactCopyStore
+
+    if not isinstance(store, PostgresStore):
+        raise TypeError(f"no artifact copy store for {type(store).__name__}")
+    return PostgresArtifactCopyStore(store)

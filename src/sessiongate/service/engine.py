@@ -23,12 +23,18 @@ from sessiongate.models.judge import ModelTopicJudge
 from sessiongate.models.offline import OfflineModel
 from sessiongate.service.agents import AgentProfile, build_profiles
 from sessiongate.service.artifacts import ArtifactService, build_artifact_service
+from sessiongate.service.conversations import ConversationService, build_conversation_service
+from sessiongate.service.handoff import HandoffService, user_message_from
+from sessiongate.service.hooks import HookService, build_hook_service
 from sessiongate.service.modes import ModeService, build_mode_service
 from sessiongate.service.notes import NoteService, build_note_service
 from sessiongate.service.overrides import OverrideTargets
+from sessiongate.service.retention import RetentionService, build_retention_service
 from sessiongate.service.routing import RouteService
 from sessiongate.service.scripted_reply import ScriptedReplies
 from sessiongate.service.sessions import SessionService
+from sessiongate.service.speech import SpeechService
+from sessiongate.service.task_extraction import build_task_extractor
 from sessiongate.service.tasks import TaskService, build_task_service
 from sessiongate.service.turns import TurnService
 from sessiongate.service.users import UserService
@@ -57,6 +63,14 @@ class Engine:
     modes: ModeService | None = None
     #: Where requests that name no key go (DESIGN.md §8).
     routes: RouteService | None = None
+    #: OpenAI-compatible conversations: identity, reconciliation, one-shot replies (§11).
+    conversations: ConversationService | None = None
+    #: Archives or erases idle keys (`[retention]`); the app's lifespan starts its schedule.
+    retention: RetentionService | None = None
+    #: The voices (`[voices]`): `speak: true` turns and POST /v1/audio/speech; None: none.
+    speech: SpeechService | None = None
+    #: Signed webhooks (`[[hooks]]`); its sender is started by the app's lifespan.
+    hooks: HookService | None = None
 
     async def start(self) -> None:
         """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
@@ -71,6 +85,12 @@ class Engine:
     async def stop(self) -> None:
         """Close what `start` opened, so another event loop can `start` again (the CLI
         bootstraps on one loop and serves on the next). SQLite: nothing to do."""
+        if self.retention is not None:
+            await self.retention.stop_schedule()
+        if self.hooks is not None:
+            await self.hooks.stop()  # before the store's pools close
+        if self.artifacts is not None and self.artifacts.copies is not None:
+            await self.artifacts.copies.stop()  # the WebDAV copies' sender, likewise
         # Tool sources (MCP sessions) live on this loop too; they reconnect at first use.
         await self.tools.aclose()
         stopper = getattr(self.store, "stop", None)
@@ -78,7 +98,15 @@ class Engine:
             await stopper()
 
     async def aclose(self) -> None:
+        if self.retention is not None:
+            await self.retention.stop_schedule()
         await self.turns.aclose()
+        if self.conversations is not None:
+            await self.conversations.stateless.aclose()
+        if self.hooks is not None:
+            await self.hooks.stop()
+        if self.artifacts is not None and self.artifacts.copies is not None:
+            await self.artifacts.copies.stop()
         await self.tools.aclose()
         await self.close_models()
         await self.store.close()
@@ -91,6 +119,8 @@ class Engine:
                 await closer()
         if self.notes is not None:
             await self.notes.aclose()  # the embeddings client, if any
+        if self.speech is not None:
+            await self.speech.aclose()  # speech servers' clients, loaded voices
 
 
 def build_reply_model(name: str, config: ModelConfig) -> ReplyModel:
@@ -177,6 +207,20 @@ def build_engine(
         scripted=ScriptedReplies(registry, build_script_runner(settings, agents)),
     )
     delegates.bind(turns.start_turn)
+    conversations = build_conversation_service(settings, sessions, registry)
+    turns.conversations = conversations
+    speech = build_speech_service(settings, agents, artifacts)
+    turns.speaker = speech
+    hooks = build_hook_service(settings, store)
+    if hooks is not None:
+        hooks.attach(sessions, turns)  # turn.completed is queued before extraction runs
+    extractor = build_task_extractor(
+        agents, registry, tasks, clock, settings.lifecycle.policy().timezone, hooks
+    )
+    if extractor is not None:
+        turns.after_turn(extractor)
+    if any(agent.handoff is not None for agent in agents.values()):
+        turns.handoffs = HandoffService(agents, registry, tools, user_message_from(sessions))
     users = UserService(user_store, clock)
     modes = build_mode_service(settings.modes, store, clock, sessions.ids)
     routes = RouteService(settings.routes, settings.modes, agents, modes)
@@ -192,7 +236,23 @@ def build_engine(
         tasks=tasks,
         modes=modes,
         routes=routes,
+        conversations=conversations,
+        retention=build_retention_service(settings, store, sessions),
+        speech=speech,
+        hooks=hooks,
     )
+
+
+def build_speech_service(
+    settings: Settings, agents: Mapping[str, AgentProfile], artifacts: ArtifactService
+) -> SpeechService | None:
+    """The voices, when any are configured (engines built, nothing loaded yet)."""
+    if not settings.voices:
+        return None
+    from sessiongate.speech.engines import build_speech_engines
+
+    engines = build_speech_engines(settings.voices, settings.models)
+    return SpeechService(engines, settings.voices, settings.modes, agents, artifacts)
 
 
 def build_script_runner(

@@ -24,6 +24,7 @@ from sessiongate.models.base import (
     ToolCallChunk,
     Usage,
 )
+from sessiongate.models.offline import OfflineModel
 from sessiongate.service.turn_handle import TurnHandle
 
 
@@ -64,10 +65,18 @@ class StepResult:
     reply: ReplyText
     usage: Usage
     calls: list[ToolCallChunk] = field(default_factory=list)
+    #: The models of the chain that failed before `model` answered (a fallback).
+    failed: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
         return self.reply.text()
+
+    def fallback_marks(self) -> dict[str, Any]:
+        """What a kept reply's metadata says when a fallback model wrote it."""
+        if not self.failed:
+            return {}
+        return {"fallback": True, "failed_models": list(self.failed)}
 
 
 class StepCut(Exception):
@@ -98,11 +107,15 @@ async def stream_step(
     CancelledError is chained as the StepCut's cause and must be re-raised by the caller
     once it kept the partial reply)."""
     last_error: ModelError | None = None
+    failed: list[str] = []
     for name in dict.fromkeys(names):
         model = models.get(name)
         if model is None:
             last_error = ModelError(f"model {name!r} is not configured", code="model_missing")
+            failed.append(name)
             continue
+        if failed and isinstance(model, OfflineModel):
+            model = model.standing_in()  # "the model is unavailable", not "none configured"
         reply = ReplyText(max_reply_chars)
         usage = Usage()
         calls: list[ToolCallChunk] = []
@@ -136,11 +149,12 @@ async def stream_step(
             last_error = exc
             if reply.parts or calls:
                 raise StepCut(name, reply, exc.code, exc) from exc
+            failed.append(name)
             continue
         except asyncio.CancelledError as exc:
             if reply.parts:
                 raise StepCut(name, reply, "cancelled", None) from exc
             raise
-        return StepResult(name, reply, usage, calls)
+        return StepResult(name, reply, usage, calls, tuple(failed))
     assert last_error is not None
     raise last_error

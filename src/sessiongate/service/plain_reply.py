@@ -69,11 +69,18 @@ async def stream_plain_reply(
     }
     if step.reply.full:
         metadata["truncated"] = True
+    metadata.update(step.fallback_marks())
     text = step.text
     if addendum is not None and not step.reply.full:
         # After the reply streamed (its tokens were never held back), before it is kept:
         # the stored message holds what was appended.
-        extra = await addendum(text, handle)
+        try:
+            extra = await addendum(text, handle)
+        except asyncio.CancelledError:
+            # The turn was cut (timeout, shutdown) during the hand-off: the reply that
+            # already reached the client is kept whole, without what was to be appended.
+            await append(Role.ASSISTANT, text, {**metadata, "handoff": "cancelled"})
+            raise
         if extra:
             handle.emit(TokenEvent(extra))
             metadata["appended"] = extra

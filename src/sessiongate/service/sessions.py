@@ -400,10 +400,15 @@ class SessionService:
     async def delete(self, key: str, caller: Caller, *, owner: str | None = None) -> None:
         ref = caller.key(key, owner=owner)
         async with self.locks.hold(ref):
-            self.threads.drop(ref)
-            await self.store.delete_key(ref)
-            for hook in self._erase_hooks:
-                await hook(ref)
+            await self.erase_held(ref)
+
+    async def erase_held(self, ref: KeyRef) -> None:
+        """Erase the key and run the erase hooks; the caller holds the key's lock (the
+        retention run, which checks the key is still idle under that lock)."""
+        self.threads.drop(ref)
+        await self.store.delete_key(ref)
+        for hook in self._erase_hooks:
+            await hook(ref)
 
     def on_erase(self, hook: EraseHook) -> None:
         """`hook(ref)` runs after each erasure of a key, under the key's lock."""

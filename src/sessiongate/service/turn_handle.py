@@ -12,6 +12,7 @@ from sessiongate.core.attachments import ImageAttachment
 from sessiongate.core.events import EndEvent, ErrorEvent, TurnEvent
 from sessiongate.core.routing import RouteDecision
 from sessiongate.core.users import Caller
+from sessiongate.service.client_turn import ClientTurn
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,9 @@ class InboundTurn:
     attachments: tuple[ImageAttachment, ...] = ()
     #: Speak the reply: an `audio` event follows `end` (DESIGN.md §9).
     speak: bool = False
+    #: An OpenAI-compatible request: the client's whole list, reconciled with the stored
+    #: thread before the turn (service/conversations.py).
+    client: ClientTurn | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,9 @@ class TurnHandle:
         self.session_id: str | None = None
         self.reply_text: str | None = None
         self.rotations: list[dict[str, Any]] = []
+        #: The client's own tools the model asked for (an OpenAI client runs them):
+        #: `{id, name, arguments}` each (service/client_reply.py).
+        self.tool_calls: list[dict[str, str]] = []
 
     def emit(self, event: TurnEvent) -> None:
         if isinstance(event, EndEvent):

@@ -52,6 +52,8 @@ from sessiongate.service.agent_turn import AgentRuntime, AgentTurn, Appender
 from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService
 from sessiongate.service.attachments import keep_attachments
+from sessiongate.service.client_reply import run_client_reply
+from sessiongate.service.conversations import ClientPlan, ConversationService
 from sessiongate.service.plain_reply import stream_plain_reply
 from sessiongate.service.safety_gate import SafetyGate, UnsafeRequest, Verdict, leave_out_unsafe
 from sessiongate.service.scripted_reply import ScriptedReplies, ScriptedTurn, with_contract_prompt
@@ -105,6 +107,9 @@ class TurnService:
         #: Set by the engine when voices / hand-offs are configured.
         self.speaker: Speaker | None = None
         self.handoffs: HandoffStage | None = None
+        #: Reconciles an OpenAI client's message list with the stored conversation
+        #: (service/conversations.py); set by the engine.
+        self.conversations: ConversationService | None = None
         #: What runs after each turn, in the background (hooks, task extraction).
         self.after = AfterTurns()
         #: Runs turns of agents with tools or a plan (agents/runtime.py); None: text only.
@@ -268,9 +273,18 @@ class TurnService:
         sessions = self.sessions
         now = sessions.clock.now()
         record, segment = await sessions.open_key(ref)
-        segment, rotations, content = await self.rotations.rotate(
-            ref, record, agent, segment, inbound.content, now
-        )
+        plan: ClientPlan | None = None
+        if inbound.client is not None and self.conversations is not None:
+            plan = await self.conversations.prepare(
+                ref, record, agent, segment, inbound.client, handle, now
+            )
+            record, segment = plan.record, plan.segment
+        if plan is None or plan.run_rotation_stage:
+            segment, rotations, content = await self.rotations.rotate(
+                ref, record, agent, segment, inbound.content, now
+            )
+        else:  # nothing new from the user (tool results, a regenerate), or a fork
+            rotations, content = list(plan.rotations), inbound.content
 
         handle.emit(StartEvent(record.key, segment.session_id, handle.turn_id))
         if inbound.route is not None:
@@ -323,31 +337,38 @@ class TurnService:
             ]
         if verdict is not None:
             user_metadata["classification"] = verdict.metadata()
-        if inbound.attachments:
+        if plan is not None:
+            user_metadata.update(plan.user_metadata)
+        if inbound.attachments and (plan is None or plan.append_user):
             user_metadata["attachments"] = await keep_attachments(
                 self.artifacts, ref.owner, ref.name, handle.turn_id, inbound.attachments
             )
-        message = await sessions.append_message(
-            ref,
-            segment.session_id,
-            role=Role.USER,
-            content=content,
-            now=now,
-            metadata=user_metadata,
-        )
+        if plan is None or plan.append_user:
+            message = await sessions.append_message(
+                ref,
+                segment.session_id,
+                role=Role.USER,
+                content=content,
+                now=now,
+                metadata=user_metadata,
+            )
+            if plan is not None:
+                await plan.user_appended(message)
+            # The segment as the store now has it, without reading it back.
+            segment = replace(
+                segment,
+                message_count=message.seq,
+                last_activity_at=max(segment.last_activity_at, message.created_at),
+            )
         if verdict is not None and verdict.unsafe:
             # Kept (who asked what is part of the record) but never answered, and left
             # out of every later context (seed 004: unsafe turns add no memory).
             raise UnsafeRequest("the request was classified unsafe; nothing was run")
-        # The segment as the store now has it, without reading it back.
-        segment = replace(
-            segment,
-            message_count=message.seq,
-            last_activity_at=max(segment.last_activity_at, message.created_at),
-        )
-        context = await self._assemble(ref, agent, segment, fragments)
+        context = await self._assemble(ref, agent, segment, fragments, plan)
         context = self._with_turn_input(agent, inbound, context, content, verdict)
-        await self._reply(ref, record, agent, segment, context, handle, inbound, content, verdict)
+        await self._reply(
+            ref, record, agent, segment, context, handle, inbound, content, verdict, plan
+        )
 
     def _with_turn_input(
         self,
@@ -376,6 +397,7 @@ class TurnService:
         agent: AgentProfile,
         segment: Segment,
         fragments: Sequence[RecallFragment],
+        plan: ClientPlan | None = None,
     ) -> AssembledContext:
         thread = await self.sessions.thread_tail(key, segment, agent.memory_window)
         if agent.classifier is not None:
@@ -388,6 +410,8 @@ class TurnService:
             recalled=fragments,
             token_budget=agent.token_budget,
             max_tool_result_chars=agent.max_tool_result_chars,
+            client_system=None if plan is None else plan.turn.system,
+            leave_out=() if plan is None else plan.superseded,
         )
 
     async def _reply(
@@ -401,9 +425,24 @@ class TurnService:
         inbound: InboundTurn,
         content: str,
         verdict: Verdict | None = None,
+        plan: ClientPlan | None = None,
     ) -> None:
         override = inbound.reply_model or record.overrides.get("reply_model")
         names = [override or agent.reply_model, *agent.fallback_models]
+        append = self._appender(ref, segment.session_id, handle, plan)
+        client_options = None if inbound.client is None else inbound.client.options
+        if client_options is not None:
+            # The client's own tools or response format: one call with exactly those.
+            await run_client_reply(
+                self.models,
+                names,
+                context,
+                handle,
+                append,
+                client_options,
+                max_reply_chars=self.max_reply_chars,
+            )
+            return
         if agent.output_contract == "script_delimiter":
             marks: dict[str, Any] = {"turn_id": handle.turn_id}
             if verdict is not None:
@@ -415,7 +454,7 @@ class TurnService:
                     wire=with_contract_prompt(context.to_wire(inline_tool_steps=True)),
                     model_names=names,
                     label=verdict.classification.label if verdict is not None else None,
-                    append=self._appender(ref, segment.session_id, handle),
+                    append=append,
                     max_reply_chars=self.max_reply_chars,
                     metadata=marks,
                 )
@@ -434,7 +473,7 @@ class TurnService:
                     content=content,
                     depth=inbound.depth,
                     max_reply_chars=self.max_reply_chars,
-                    append=self._appender(ref, segment.session_id, handle),
+                    append=append,
                 )
             )
             return
@@ -446,12 +485,14 @@ class TurnService:
             names,
             context,
             handle,
-            self._appender(ref, segment.session_id, handle),
+            append,
             max_reply_chars=self.max_reply_chars,
             addendum=handoff,
         )
 
-    def _appender(self, ref: KeyRef, session_id: str, handle: TurnHandle) -> Appender:
+    def _appender(
+        self, ref: KeyRef, session_id: str, handle: TurnHandle, plan: ClientPlan | None = None
+    ) -> Appender:
         async def append(
             role: Role,
             content: str,
@@ -460,7 +501,9 @@ class TurnService:
         ) -> Message:
             if role is Role.ASSISTANT:
                 handle.reply_text = content  # the last one is the reply
-            return await self.sessions.append_message(
+            if plan is not None:
+                metadata = plan.reply_metadata(role, metadata)
+            message = await self.sessions.append_message(
                 ref,
                 session_id,
                 role=role,
@@ -469,5 +512,8 @@ class TurnService:
                 status=status,
                 metadata=metadata,
             )
+            if plan is not None:
+                await plan.appended(message, handle)
+            return message
 
         return append

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from sessiongate.store.artifact_copies_base import ArtifactCopy
 from sessiongate.store.base import Row
 
 
@@ -49,7 +50,9 @@ def artifact_from_row(row: Row, to_time: Callable[[Any], datetime]) -> Artifact:
 
 
 class ArtifactStore(Protocol):
-    async def add_artifact(self, artifact: Artifact) -> None: ...
+    async def add_artifact(self, artifact: Artifact, copy: ArtifactCopy | None = None) -> None:
+        """The row, and in the same transaction its WebDAV copy's (when copies are on)."""
+        ...
 
     async def get_artifact(self, owner: str, artifact_id: str) -> Artifact | None:
         """The owner's artifact; None for an unknown id and for another user's alike."""
@@ -57,4 +60,12 @@ class ArtifactStore(Protocol):
 
     async def artifacts_of_key(self, owner: str, key: str) -> list[Artifact]: ...
 
-    async def delete_artifacts(self, owner: str, artifact_ids: list[str]) -> None: ...
+    async def artifacts_of_owner(self, owner: str) -> list[Artifact]: ...
+
+    async def delete_artifacts(
+        self, owner: str, artifact_ids: list[str], *, delete_copies: bool = True
+    ) -> None:
+        """Remove the rows; in the same transaction their WebDAV copies' rows become
+        `deleting` (the remote files' deletion, queued), or go (`delete_copies=False`:
+        the remote files stay)."""
+        ...

@@ -162,3 +162,16 @@ class UserStore(Protocol):
     async def list_users(self) -> list[User]:
         """Every user, by name."""
         ...
+
+    async def active_key_counts(self) -> dict[str, int]:
+        """Unrevoked API keys per user name (users without one are left out)."""
+        ...
+
+    async def revoke_keys(self, user_name: str, now: datetime) -> int:
+        """Revoke every unrevoked key of the user in one statement; how many."""
+        ...
+
+    async def replace_keys(self, key_id: str, user_name: str, digest: str, now: datetime) -> int:
+        """In one transaction: revoke every key of the user and add this one; how many
+        were revoked."""
+        ...

@@ -1,11 +1,14 @@
-"""Artifact rows in the PostgreSQL database."""
+"""Artifact rows in the PostgreSQL database, with their WebDAV copies' rows in the same
+transactions (store/artifact_copies_base.py)."""
 
 from __future__ import annotations
 
 import asyncpg
 
+from sessiongate.store.artifact_copies_base import ArtifactCopy
 from sessiongate.store.artifacts_base import ARTIFACT_COLUMNS, Artifact, artifact_from_row
 from sessiongate.store.postgres import PostgresStore
+from sessiongate.store.postgres_artifact_copies import INSERT_COPY, copy_values
 from sessiongate.store.postgres_rows import utc
 
 
@@ -15,8 +18,8 @@ class PostgresArtifactStore:
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
 
-    async def add_artifact(self, artifact: Artifact) -> None:
-        async with self._store.transaction(single_statement=True) as db:
+    async def add_artifact(self, artifact: Artifact, copy: ArtifactCopy | None = None) -> None:
+        async with self._store.transaction(single_statement=copy is None) as db:
             await db.execute(
                 f"INSERT INTO artifacts ({ARTIFACT_COLUMNS})"
                 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -30,6 +33,8 @@ class PostgresArtifactStore:
                 utc(artifact.created_at),
                 artifact.file_name,
             )
+            if copy is not None:
+                await db.execute(INSERT_COPY, *copy_values(copy))
 
     async def get_artifact(self, owner: str, artifact_id: str) -> Artifact | None:
         row = await self._store.pool.fetchrow(
@@ -47,12 +52,30 @@ class PostgresArtifactStore:
         )
         return [_row_artifact(r) for r in rows]
 
-    async def delete_artifacts(self, owner: str, artifact_ids: list[str]) -> None:
+    async def artifacts_of_owner(self, owner: str) -> list[Artifact]:
+        rows = await self._store.pool.fetch(
+            f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE owner = $1 ORDER BY id", owner
+        )
+        return [_row_artifact(r) for r in rows]
+
+    async def delete_artifacts(
+        self, owner: str, artifact_ids: list[str], *, delete_copies: bool = True
+    ) -> None:
         if not artifact_ids:
             return
-        async with self._store.transaction(single_statement=True) as db:
+        copies = (
+            "UPDATE artifact_copies SET state = 'deleting', attempts = 0, last_error = NULL"
+            if delete_copies
+            else "DELETE FROM artifact_copies"
+        )
+        async with self._store.transaction() as db:
             await db.execute(
                 "DELETE FROM artifacts WHERE owner = $1 AND id = ANY($2::text[])",
+                owner,
+                artifact_ids,
+            )
+            await db.execute(
+                f"{copies} WHERE owner = $1 AND artifact_id = ANY($2::text[])",
                 owner,
                 artifact_ids,
             )

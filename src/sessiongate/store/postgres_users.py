@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import asyncpg
 
@@ -10,6 +11,9 @@ from sessiongate.core.users import User
 from sessiongate.errors import Conflict
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.postgres_rows import utc, violated
+
+if TYPE_CHECKING:
+    from sessiongate.store.postgres_rows import Connection
 
 
 class PostgresUserStore:
@@ -82,6 +86,38 @@ class PostgresUserStore:
             "SELECT name, is_primary, is_admin, modes FROM users ORDER BY name"
         )
         return [_user(r) for r in rows]
+
+    async def active_key_counts(self) -> dict[str, int]:
+        rows = await self._store.pool.fetch(
+            "SELECT user_name, COUNT(*) FROM api_keys WHERE revoked_at IS NULL GROUP BY user_name"
+        )
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def revoke_keys(self, user_name: str, now: datetime) -> int:
+        async with self._store.transaction(single_statement=True) as db:
+            return await _revoke(db, user_name, now)
+
+    async def replace_keys(self, key_id: str, user_name: str, digest: str, now: datetime) -> int:
+        async with self._store.transaction() as db:
+            revoked = await _revoke(db, user_name, now)
+            await db.execute(
+                "INSERT INTO api_keys (key_id, user_name, digest, created_at)"
+                " VALUES ($1, $2, $3, $4)",
+                key_id,
+                user_name,
+                digest,
+                utc(now),
+            )
+        return revoked
+
+
+async def _revoke(db: Connection, user_name: str, now: datetime) -> int:
+    status = await db.execute(
+        "UPDATE api_keys SET revoked_at = $1 WHERE user_name = $2 AND revoked_at IS NULL",
+        utc(now),
+        user_name,
+    )
+    return int(status.split()[-1])  # "UPDATE <n>"
 
 
 def _user(row: asyncpg.Record) -> User:

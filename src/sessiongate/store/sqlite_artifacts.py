@@ -1,12 +1,15 @@
-"""Artifact rows in the SQLite database."""
+"""Artifact rows in the SQLite database, with their WebDAV copies' rows in the same
+transactions (store/artifact_copies_base.py)."""
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
 
+from sessiongate.store.artifact_copies_base import ArtifactCopy
 from sessiongate.store.artifacts_base import ARTIFACT_COLUMNS, Artifact, artifact_from_row
 from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.sqlite_artifact_copies import INSERT_COPY, copy_values
 from sessiongate.store.sqlite_rows import from_micros, to_micros
 
 
@@ -17,7 +20,7 @@ class SQLiteArtifactStore:
         self._store = store
         self._conn: sqlite3.Connection = store.connection
 
-    async def add_artifact(self, artifact: Artifact) -> None:
+    async def add_artifact(self, artifact: Artifact, copy: ArtifactCopy | None = None) -> None:
         with self._store.transaction() as db:
             db.execute(
                 f"INSERT INTO artifacts ({ARTIFACT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -33,6 +36,8 @@ class SQLiteArtifactStore:
                     artifact.file_name,
                 ),
             )
+            if copy is not None:
+                db.execute(INSERT_COPY, copy_values(copy))
 
     async def get_artifact(self, owner: str, artifact_id: str) -> Artifact | None:
         row = self._conn.execute(
@@ -48,13 +53,30 @@ class SQLiteArtifactStore:
         ).fetchall()
         return [_row_artifact(r) for r in rows]
 
-    async def delete_artifacts(self, owner: str, artifact_ids: list[str]) -> None:
+    async def artifacts_of_owner(self, owner: str) -> list[Artifact]:
+        rows = self._conn.execute(
+            f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE owner = ? ORDER BY id", (owner,)
+        ).fetchall()
+        return [_row_artifact(r) for r in rows]
+
+    async def delete_artifacts(
+        self, owner: str, artifact_ids: list[str], *, delete_copies: bool = True
+    ) -> None:
         if not artifact_ids:
             return
         placeholders = ",".join("?" for _ in artifact_ids)
+        copies = (
+            "UPDATE artifact_copies SET state = 'deleting', attempts = 0, last_error = NULL"
+            if delete_copies
+            else "DELETE FROM artifact_copies"
+        )
         with self._store.transaction() as db:
             db.execute(
                 f"DELETE FROM artifacts WHERE owner = ? AND id IN ({placeholders})",
+                (owner, *artifact_ids),
+            )
+            db.execute(
+                f"{copies} WHERE owner = ? AND artifact_id IN ({placeholders})",
                 (owner, *artifact_ids),
             )
 

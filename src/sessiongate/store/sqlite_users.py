@@ -68,6 +68,33 @@ class SQLiteUserStore:
         ).fetchall()
         return [_user(r) for r in rows]
 
+    async def active_key_counts(self) -> dict[str, int]:
+        rows = self._conn.execute(
+            "SELECT user_name, COUNT(*) FROM api_keys WHERE revoked_at IS NULL GROUP BY user_name"
+        ).fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def revoke_keys(self, user_name: str, now: datetime) -> int:
+        with self._store.transaction() as db:
+            return _revoke(db, user_name, now)
+
+    async def replace_keys(self, key_id: str, user_name: str, digest: str, now: datetime) -> int:
+        with self._store.transaction() as db:
+            revoked = _revoke(db, user_name, now)
+            db.execute(
+                "INSERT INTO api_keys (key_id, user_name, digest, created_at) VALUES (?, ?, ?, ?)",
+                (key_id, user_name, digest, to_micros(now)),
+            )
+        return revoked
+
+
+def _revoke(db: sqlite3.Connection, user_name: str, now: datetime) -> int:
+    cursor = db.execute(
+        "UPDATE api_keys SET revoked_at = ? WHERE user_name = ? AND revoked_at IS NULL",
+        (to_micros(now), user_name),
+    )
+    return cursor.rowcount
+
 
 def _user(row: tuple[object, ...]) -> User:
     modes = json.loads(str(row[3]))

@@ -1,0 +1,471 @@
+"""A turn reaches every WebSocket open on its key, in this process and in the others
+(DESIGN.md §11: several devices on one conversation).
+
+A socket *watches* the key its `ready` frame named and every key its own frames have
+used. While a turn runs on a key, the other sockets watching it receive:
+
+- `{"type":"user_message","session_id":<key>,"turn_id","content","device_id",
+  "transport","timestamp"}` once the turn holds its key (the user's message as sent);
+- then the very frames the sending socket gets (`message` chunks, `rotation`, tool steps,
+  `complete` or `error`), each with `session_id` (the key) and `turn_id` added and without
+  the sender's `frame` number.
+
+The sending socket's own frames are exactly what they were before broadcasting existed,
+and a turn keeps being relayed to the others when its sender disconnects half-way.
+
+Turns that no WebSocket started (REST, the OpenAI-compatible API, `/chat`, a delegated
+agent) are broadcast once they end (after-turn): `user_message`, `rotation`s, the whole
+reply as one `message`, then `complete` (or `error`), read back from the store.
+
+Across processes (PostgreSQL, `store/postgres_fanout.py`): the frames a process relays
+are gathered for COALESCE_SECONDS and sent as one NOTIFY per key and burst, a JSON
+envelope `{"v":1,"o":<process>,"k":<owner/key>,"f":[frames]}`; an envelope over the
+NOTIFY limit (a long chunk, a long user message, a large tool result) is cut into pieces
+`{"v":1,"o","k","c":<id>,"i":<index>,"n":<count>,"p":<text>}` that the receivers put
+back together (notifications of one channel arrive in order). Turns that ended elsewhere
+travel as small markers, those of one burst in one envelope
+`{"v":1,"o","m":[[<owner/key>, {turn_id, session_id, status, error, rotations}], …]}`,
+and a receiver with a socket on such a key reads the turn's messages from the store.
+A receiver with no socket on a key ignores its frames and markers after reading the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import orjson
+
+from sessiongate.core.keys import KeyRef
+from sessiongate.core.segments import Message, Role
+from sessiongate.service.turn_handle import FinishedTurn
+from sessiongate.store.base import Store
+
+Frame = dict[str, Any]
+log = logging.getLogger("sessiongate.api")
+
+#: Frames of one burst are gathered this long before they go to the other processes.
+COALESCE_SECONDS = 0.02
+#: Frames waiting for the other processes; past this they are dropped (and logged).
+OUTBOX_LIMIT = 10_000
+#: PostgreSQL refuses a NOTIFY payload of 8000 bytes or more.
+MAX_PAYLOAD_BYTES = 7900
+#: Long payloads being put back together at once, at most (the oldest is given up).
+MAX_ASSEMBLIES = 64
+#: A finished turn's messages are looked for among the newest this many of its segment.
+FINISHED_WINDOW = 200
+#: Seconds between two warnings about failing NOTIFYs.
+WARN_EVERY = 30.0
+#: Markers of finished turns sent in one envelope, at most.
+MARKERS_PER_ENVELOPE = 20
+
+
+class Watcher(Protocol):
+    def deliver(self, frame: Frame) -> None:
+        """Queue `frame` for this socket; never waits."""
+        ...
+
+
+class Fanout(Protocol):
+    """The channel to the other processes (store/postgres_fanout.py)."""
+
+    async def notify(self, payload: str) -> None: ...
+
+    async def listen(self, receive: Callable[[str], None], gap: Callable[[], None]) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def user_message_frame(
+    key: str,
+    turn_id: str,
+    content: str,
+    device_id: str | None,
+    transport: str | None,
+    timestamp: str | None = None,
+) -> Frame:
+    return {
+        "type": "user_message",
+        "session_id": key,
+        "turn_id": turn_id,
+        "content": content,
+        "device_id": device_id,
+        "transport": transport,
+        "timestamp": timestamp or now_iso(),
+    }
+
+
+def broadcast_copy(frame: Frame, key: str, turn_id: str) -> Frame:
+    """What the other sockets get for a frame the sender got."""
+    copy = {name: value for name, value in frame.items() if name != "frame"}
+    copy.setdefault("session_id", key)
+    copy["turn_id"] = turn_id
+    return copy
+
+
+# -- envelopes for the other processes ---------------------------------------------------
+
+
+def encode(envelope: dict[str, Any], chunk_id: int, limit: int = MAX_PAYLOAD_BYTES) -> list[str]:
+    """`envelope` as NOTIFY payloads of at most `limit` bytes: itself, or pieces of its
+    JSON text (see the module docstring) that `Assembler` joins again."""
+    text = orjson.dumps(envelope).decode()
+    if len(text.encode()) <= limit:
+        return [text]
+    head = {"v": 1, "o": envelope["o"], "k": envelope.get("k"), "c": chunk_id}
+    overhead = len(orjson.dumps({**head, "i": 10**9, "n": 10**9, "p": ""}))
+    budget = limit - overhead
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        size = min(len(text) - start, budget)
+        while True:
+            cost = len(orjson.dumps(text[start : start + size])) - 2  # escapes, UTF-8
+            if cost <= budget:
+                break
+            size = max(1, min(size - 1, size * budget // cost))
+        pieces.append(text[start : start + size])
+        start += size
+    count = len(pieces)
+    return [
+        orjson.dumps({**head, "i": index, "n": count, "p": piece}).decode()
+        for index, piece in enumerate(pieces)
+    ]
+
+
+class Assembler:
+    """Puts pieces back together, per sending process and chunk id. A piece out of order
+    (one was lost: the LISTEN connection dropped) gives up that payload."""
+
+    def __init__(self, limit: int = MAX_ASSEMBLIES) -> None:
+        self.limit = limit
+        self._parts: OrderedDict[tuple[str, int], list[str]] = OrderedDict()
+
+    def feed(self, piece: dict[str, Any]) -> dict[str, Any] | None:
+        ident = (str(piece["o"]), int(piece["c"]))
+        index, count = int(piece["i"]), int(piece["n"])
+        parts = self._parts.get(ident, [])
+        if index != len(parts):
+            self._parts.pop(ident, None)
+            return None
+        parts.append(str(piece["p"]))
+        if len(parts) < count:
+            self._parts[ident] = parts
+            while len(self._parts) > self.limit:
+                self._parts.popitem(last=False)
+            return None
+        self._parts.pop(ident, None)
+        whole = orjson.loads("".join(parts))
+        return whole if isinstance(whole, dict) else None
+
+    def clear(self) -> None:
+        self._parts.clear()
+
+
+# -- the hub ---------------------------------------------------------------------------
+
+
+class TurnRelay:
+    """One live turn's frames, from the socket that started it to everyone else."""
+
+    def __init__(self, hub: TurnBroadcast, storage_id: str, source: Watcher | None) -> None:
+        self.hub = hub
+        self.storage_id = storage_id
+        self.source = source
+
+    def send(self, frame: Frame) -> None:
+        self.hub.publish(self.storage_id, frame, source=self.source)
+
+
+class TurnBroadcast:
+    def __init__(self, store: Store, fanout: Fanout | None = None) -> None:
+        self.store = store
+        self.fanout = fanout
+        #: Tells this process's envelopes from the others' (its own come back too).
+        self.origin = secrets.token_hex(6)
+        self._rooms: dict[str, set[Watcher]] = {}
+        #: Turns relayed live by a socket of this process: not broadcast again at their end.
+        self._live: set[str] = set()
+        self._outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(OUTBOX_LIMIT)
+        self._sender: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._assembler = Assembler()
+        self._chunk_ids = itertools.count()
+        self._listening = False
+        self._warned_at = 0.0
+        self._dropped = 0
+
+    # -- sockets ------------------------------------------------------------------------
+
+    async def watch(self, watcher: Watcher, storage_id: str) -> None:
+        """From now on `watcher` gets the frames of turns on `storage_id`."""
+        self._rooms.setdefault(storage_id, set()).add(watcher)
+        if self.fanout is not None and not self._listening:
+            try:
+                await self.fanout.listen(self._receive, self._assembler.clear)
+                self._listening = True
+            except Exception:  # the database is away: this process's sockets still work
+                log.exception("cannot LISTEN for other processes' turns; local only for now")
+
+    def unwatch(self, watcher: Watcher, storage_id: str | None = None) -> None:
+        """Stop sending `watcher` one key's frames (`storage_id`), or every key's."""
+        rooms = [storage_id] if storage_id is not None else list(self._rooms)
+        for room in rooms:
+            members = self._rooms.get(room)
+            if members is not None:
+                members.discard(watcher)
+                if not members:
+                    del self._rooms[room]
+
+    def watching(self, storage_id: str) -> int:
+        return len(self._rooms.get(storage_id, ()))
+
+    def relay(self, storage_id: str, turn_id: str, source: Watcher | None) -> TurnRelay:
+        """A live turn started by `source`: its frames go through the returned relay."""
+        self._live.add(turn_id)
+        return TurnRelay(self, storage_id, source)
+
+    def keep(self, task: asyncio.Task[Any]) -> None:
+        """Track a relay's task, so shutdown waits for it."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def publish(self, storage_id: str, frame: Frame, *, source: Watcher | None) -> None:
+        self._deliver(storage_id, frame, source)
+        if self.fanout is not None:
+            self._post({"k": storage_id, "f": frame})
+
+    def _deliver(self, storage_id: str, frame: Frame, source: Watcher | None) -> None:
+        for watcher in list(self._rooms.get(storage_id, ())):
+            if watcher is not source:
+                watcher.deliver(frame)
+
+    # -- turns that no socket started ------------------------------------------------------
+
+    async def finished(self, turn: FinishedTurn) -> None:
+        """After-turn listener: broadcast a turn no socket of this process relayed."""
+        if turn.turn_id in self._live:
+            self._live.discard(turn.turn_id)
+            return
+        if turn.session_id is None:
+            return  # it never held its key (refused or cancelled while waiting): no turn
+        storage_id = KeyRef(turn.owner, turn.key).storage_id
+        marker = {
+            "turn_id": turn.turn_id,
+            "session_id": turn.session_id,
+            "status": turn.status,
+            "error": turn.error_code,
+            "rotations": list(turn.rotations),
+        }
+        if self.fanout is not None:
+            self._post({"k": storage_id, "d": marker})
+        if storage_id in self._rooms:
+            await self._deliver_finished(storage_id, marker)
+
+    async def _deliver_markers(self, markers: list[tuple[str, dict[str, Any]]]) -> None:
+        for storage_id, marker in markers:  # one after another: a key's turns stay in order
+            await self._deliver_finished(storage_id, marker)
+
+    async def _deliver_finished(self, storage_id: str, marker: dict[str, Any]) -> None:
+        try:
+            frames = await self._finished_frames(storage_id, marker)
+        except Exception:
+            log.exception("could not read back turn %s for its broadcast", marker.get("turn_id"))
+            return
+        for frame in frames:
+            self._deliver(storage_id, frame, None)
+
+    async def _finished_frames(self, storage_id: str, marker: dict[str, Any]) -> list[Frame]:
+        key = KeyRef.from_storage_id(storage_id).name
+        turn_id = str(marker["turn_id"])
+        session_id = marker.get("session_id")
+        mine: list[Message] = []
+        count = 0
+        if isinstance(session_id, str):
+            segment = await self.store.get_segment(session_id)
+            if segment is not None:
+                count = segment.message_count
+                recent = await self.store.list_messages(
+                    session_id, after_seq=max(0, count - FINISHED_WINDOW), limit=FINISHED_WINDOW
+                )
+                mine = [m for m in recent if m.metadata.get("turn_id") == turn_id]
+        user = next((m for m in mine if m.role is Role.USER), None)
+        replies = [m for m in mine if m.role is Role.ASSISTANT and m.content]
+        reply = replies[-1] if replies else None
+        frames: list[Frame] = []
+        if user is not None:
+            device = user.metadata.get("device_id")
+            transport = user.metadata.get("transport")
+            frames.append(
+                user_message_frame(
+                    key,
+                    turn_id,
+                    user.content,
+                    device if isinstance(device, str) else None,
+                    transport if isinstance(transport, str) else None,
+                    user.created_at.isoformat(),
+                )
+            )
+        extra = {"session_id": key, "turn_id": turn_id}
+        for rotation in marker.get("rotations") or ():
+            frames.append({"type": "rotation", **rotation, **extra, "timestamp": now_iso()})
+        if reply is not None:
+            frames.append(
+                {"type": "message", "content": reply.content, **extra, "timestamp": now_iso()}
+            )
+        error = marker.get("error")
+        if error:
+            message = f"the turn failed ({error})"
+            frames.append(
+                {
+                    "type": "error",
+                    "code": error,
+                    "content": message,
+                    "message": message,
+                    **extra,
+                    "timestamp": now_iso(),
+                }
+            )
+        else:
+            frames.append(
+                {
+                    "type": "complete",
+                    "content": "Response complete",
+                    "message_count": mine[-1].seq if mine else count,
+                    "message_id": reply.message_id if reply is not None else None,
+                    "status": marker.get("status"),
+                    **extra,
+                    "usage": None,
+                    "timestamp": now_iso(),
+                }
+            )
+        return frames
+
+    # -- the other processes -------------------------------------------------------------
+
+    def _post(self, item: dict[str, Any]) -> None:
+        try:
+            self._outbox.put_nowait(item)
+        except asyncio.QueueFull:
+            self._dropped += 1
+            self._warn(f"{self._dropped} broadcast frames dropped: the database is too slow")
+            return
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send_loop())
+
+    async def _send_loop(self) -> None:
+        while True:
+            first = await self._outbox.get()
+            await asyncio.sleep(COALESCE_SECONDS)  # let the burst gather
+            items = [first]
+            while not self._outbox.empty():
+                items.append(self._outbox.get_nowait())
+            for envelope in self._envelopes(items):
+                await self._notify(envelope)
+
+    def _envelopes(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Consecutive frames of one key share an envelope, and consecutive markers of
+        finished turns (any keys) another; order is kept."""
+        envelopes: list[dict[str, Any]] = []
+        for item in items:
+            last = envelopes[-1] if envelopes else None
+            if "f" in item:
+                if last is not None and "f" in last and last["k"] == item["k"]:
+                    last["f"].append(item["f"])
+                else:
+                    envelopes.append({"v": 1, "o": self.origin, "k": item["k"], "f": [item["f"]]})
+            elif last is not None and "m" in last and len(last["m"]) < MARKERS_PER_ENVELOPE:
+                last["m"].append([item["k"], item["d"]])
+            else:
+                envelopes.append({"v": 1, "o": self.origin, "m": [[item["k"], item["d"]]]})
+        return envelopes
+
+    async def _notify(self, envelope: dict[str, Any]) -> None:
+        assert self.fanout is not None
+        try:
+            for payload in encode(envelope, next(self._chunk_ids)):
+                await self.fanout.notify(payload)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._warn(f"a broadcast to the other processes failed: {type(exc).__name__}")
+
+    def _warn(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_EVERY:
+            self._warned_at = now
+            log.warning(message)
+
+    def _receive(self, payload: str) -> None:
+        """A notification from the channel (ours come back too: skipped)."""
+        try:
+            envelope = orjson.loads(payload)
+            if (
+                not isinstance(envelope, dict)
+                or envelope.get("v") != 1
+                or envelope.get("o") == self.origin
+            ):
+                return
+            key = envelope.get("k")
+            if key is not None and key not in self._rooms:
+                return  # frames of a key nobody here watches (markers carry no `k`)
+            if "p" in envelope:
+                whole = self._assembler.feed(envelope)
+                if whole is None:
+                    return
+                envelope = whole
+            for frame in envelope.get("f") or ():
+                self._deliver(str(key), frame, None)
+            wanted = [(k, m) for k, m in envelope.get("m") or () if k in self._rooms]
+            if wanted:
+                task = asyncio.get_running_loop().create_task(self._deliver_markers(wanted))
+                self.keep(task)
+        except Exception:  # a malformed payload must not break the listener
+            log.exception("ignored a malformed broadcast payload")
+
+    async def aclose(self) -> None:
+        """Let running relays end, send what is waiting (briefly), stop listening."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+        deadline = time.monotonic() + 2
+        while not self._outbox.empty() and time.monotonic() < deadline:
+            if self._sender is None or self._sender.done():
+                break
+            await asyncio.sleep(0.01)
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+            self._sender = None
+        for task in list(self._tasks):
+            task.cancel()
+        if self.fanout is not None:
+            await self.fanout.stop()
+            self._listening = False
+
+
+def build_broadcast(store: Store) -> TurnBroadcast:
+    """With PostgreSQL, turns also travel to the other processes."""
+    from sessiongate.store.sqlite import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        return TurnBroadcast(store)
+    # Imported here so a SQLite gateway never loads the driver.
+    from sessiongate.store.postgres import PostgresStore
+    from sessiongate.store.postgres_fanout import PostgresFanout
+
+    if not isinstance(store, PostgresStore):
+        return TurnBroadcast(store)
+    return TurnBroadcast(store, PostgresFanout(store))

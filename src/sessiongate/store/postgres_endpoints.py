@@ -1,0 +1,66 @@
+"""Seed 001's endpoint rows in the PostgreSQL database; the same answers as
+SQLiteEndpointStore."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from sessiongate.core.keys import KeyRef
+from sessiongate.store.endpoints_base import SEED_ENDPOINTS
+from sessiongate.store.postgres import PostgresStore
+from sessiongate.store.postgres_rows import utc
+
+# INSERT … SELECT: no row when the key is gone, so the foreign key never fails a turn.
+_RECORD = """
+INSERT INTO endpoint_last_key (owner, endpoint, key, at)
+SELECT $1, $2, key, $4 FROM session_keys WHERE key = $3
+ON CONFLICT (owner, endpoint) DO UPDATE SET key = excluded.key, at = excluded.at
+WHERE excluded.at >= endpoint_last_key.at
+"""
+
+# The first segment is the one no rotation created; seq 1 is the first turn's message.
+_FIRST = """
+SELECT m.metadata FROM segments s
+JOIN messages m ON m.segment_id = s.session_id AND m.seq = 1
+WHERE s.key = $1 AND s.created_reason IS NULL
+"""
+
+_COUNT = """
+SELECT m.metadata->>'transport' AS transport, COUNT(*) FROM segments s
+JOIN messages m ON m.segment_id = s.session_id AND m.seq = 1
+WHERE s.created_reason IS NULL AND m.metadata->>'transport' IN ('claude', 'codex')
+GROUP BY 1
+"""
+
+
+class PostgresEndpointStore:
+    """Shares the session store's pool."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    async def record_last_key(self, key: KeyRef, endpoint: str, now: datetime) -> None:
+        async with self._store.transaction(single_statement=True) as db:
+            await db.execute(_RECORD, key.owner, endpoint, key.storage_id, utc(now))
+
+    async def last_key(self, owner: str, endpoint: str) -> str | None:
+        stored = await self._store.pool.fetchval(
+            "SELECT key FROM endpoint_last_key WHERE owner = $1 AND endpoint = $2",
+            owner,
+            endpoint,
+        )
+        return None if stored is None else KeyRef.from_storage_id(str(stored)).name
+
+    async def created_through(self, key: KeyRef) -> str | None:
+        metadata = await self._store.pool.fetchval(_FIRST, key.storage_id)
+        if metadata is None:
+            return None
+        transport = json.loads(metadata).get("transport")
+        return transport if isinstance(transport, str) else None
+
+    async def count_created_through(self) -> dict[str, int]:
+        counts = dict.fromkeys(SEED_ENDPOINTS, 0)
+        for row in await self._store.pool.fetch(_COUNT):
+            counts[str(row[0])] = int(row[1])
+        return counts
