@@ -19,7 +19,7 @@ Each timing is `prefix_hashes` of the list plus `ConversationService.locate`, wa
 interleaved; p50 and p99 are nearest-rank.
 
     .venv/bin/python bench/conversation_match.py                 # SQLite, 10 and 10,000
-    .venv/bin/python bench/conversation_match.py --postgres URL  # also PostgreSQL
+    .venv/bin/python bench/conversation_match.py --postgres URL  # and a scratch PostgreSQL db
     .venv/bin/python bench/conversation_match.py --sizes 10 1000 --requests 500
 
 The last line printed is always
@@ -34,7 +34,9 @@ import random
 import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from common import load_average, machine_line, nearest_rank, render_table
 from sessiongate.config import Settings
@@ -109,20 +111,20 @@ async def measure(
 
 
 async def run_backend(
-    name: str, url: str, sizes: list[int], requests: int, work: Path
+    name: str, server: str, sizes: list[int], requests: int, work: Path
 ) -> list[tuple[str, int, str, float, float]]:
+    """`server`: "" for SQLite, else a PostgreSQL server URL (a scratch database each)."""
     results = []
     for size in sizes:
         folder = work / f"{name}-{size}"
         folder.mkdir()
+        url = await _scratch_database(server) if server else ""
         settings = Settings(data_dir=folder, database={"url": url}, lifecycle={"timezone": "UTC"})
         engine: Engine = build_engine(settings)
-        await engine.start()
         try:
+            await engine.start()
             service = engine.conversations
             assert service is not None
-            if url:  # a database shared between runs: start from no conversations
-                await _clear(engine)
             loaded = time.perf_counter()
             await populate(service, size)
             print(f"{name}: {size} conversations loaded in {time.perf_counter() - loaded:.1f} s")
@@ -139,20 +141,35 @@ async def run_backend(
                     )
                 )
         finally:
-            if url:
-                await _clear(engine)
             await engine.aclose()
+            if url:
+                await _drop_database(server, url)
     return results
 
 
-async def _clear(engine: Engine) -> None:
-    from sessiongate.store.postgres import PostgresStore
+async def _scratch_database(server: str) -> str:
+    """A new database on the PostgreSQL server `server` names (dropped afterwards)."""
+    import asyncpg
 
-    store = engine.store
-    assert isinstance(store, PostgresStore)
-    async with store.transaction() as db:
-        await db.execute("DELETE FROM conversation_nodes WHERE owner = $1", USER)
-        await db.execute("DELETE FROM conversation_heads WHERE owner = $1", USER)
+    name = f"sg_bench_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(server)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    parts = urlsplit(server)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+async def _drop_database(server: str, url: str) -> None:
+    import asyncpg
+
+    admin = await asyncpg.connect(server)
+    try:
+        name = urlsplit(url).path.lstrip("/")
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
 
 
 def main() -> None:

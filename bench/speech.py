@@ -16,8 +16,8 @@ of `--repeat` runs after warm-up calls (piper's model load is reported on its ow
 "cold start": the first call after the gateway starts pays it once). Wall time around
 each call (time.perf_counter); the machine is shared, so medians, not means.
 
-    .venv/bin/python bench/speech.py              # 7 runs each (~30 s)
-    .venv/bin/python bench/speech.py --quick      # 3 runs each (~12 s)
+    .venv/bin/python bench/speech.py              # 7 rounds (~40 s on 2 CPUs)
+    .venv/bin/python bench/speech.py --quick      # 3 rounds (~20 s)
     .venv/bin/python bench/speech.py --json results.json
 
 The last line printed is always `speech_first_audio_ms espeak=<a> piper=<b> openai=<c>`

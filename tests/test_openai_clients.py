@@ -20,6 +20,7 @@ from sessiongate.models.base import (
     ModelCapabilities,
     ModelChunk,
     ModelOptions,
+    ReplyModel,
     TextDelta,
     ToolCallChunk,
     Usage,
@@ -27,6 +28,7 @@ from sessiongate.models.base import (
     text_of,
 )
 from tests.support.gateway import Gateway, gateway_settings, running_gateway
+from tests.support.helpers import ScriptedModel
 
 TIMEOUT = 10.0
 PERSON = {"name": "Ada Lovelace", "age": 36}
@@ -89,9 +91,11 @@ def gw(tmp_path_factory: pytest.TempPathFactory, model: ClientModel) -> Iterator
             "defaults": {"model": "client"},
             "main": {"system_prompt": "You are the gateway's agent."},
             "titles": {"history": "none", "system_prompt": "Write titles."},
+            "plain": {"model": "text-only"},
         },
     )
-    with running_gateway(settings, {"client": model}) as gateway:
+    models: dict[str, ReplyModel] = {"client": model, "text-only": ScriptedModel("text-only")}
+    with running_gateway(settings, models) as gateway:
         yield gateway
 
 
@@ -536,3 +540,134 @@ def test_open_webui_chats_and_title_generation(
     )
     streamed_text(second)
     assert second.headers["x-session-key"] != key
+
+
+def test_open_webui_chat_id_in_the_body_names_the_same_chat(
+    gw: Gateway, rest: httpx.Client
+) -> None:
+    """Open WebUI itself pops `metadata` before it calls a connection; a pipeline or proxy
+    that passes `metadata.chat_id` (or a top-level `chat_id`) on names the same chat as
+    the forwarded header does."""
+    chat = "5b4a3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d"
+    first = open_webui(gw, {"model": "main", "messages": [u("body ids")]}, chat)
+    answer = first.json()["choices"][0]["message"]["content"]
+    follow = [u("body ids"), a(answer), u("still the same chat")]
+    for extra in ({"metadata": {"chat_id": chat}}, {"chat_id": chat}):
+        again = open_webui(gw, {"model": "main", "messages": follow, **extra}, None)
+        assert again.headers["x-session-key"] == first.headers["x-session-key"]
+        assert again.headers["x-session-identity"] == "client_id"
+
+
+# -- what a client may send, and what it gets for a bad request --------------------------------
+
+
+def test_a_clients_own_conversation_id_names_its_key(
+    gw: Gateway, client: openai.OpenAI, rest: httpx.Client
+) -> None:
+    by_body, first = create(client, [u("hi")], extra_body={"metadata": {"conversation_id": "t-1"}})
+    by_header, _ = create(
+        client, [u("hi"), a(first), u("again")], extra_headers={"X-Conversation-Id": "t-1"}
+    )
+    assert by_body == by_header and by_body.startswith("oai:conv:")
+    assert contents(rest, by_body)[2] == "again"
+    overrides = rest.get(f"/v1/sessions/{by_body}").json()["overrides"]
+    assert overrides == {"lifecycle": {"idle_window": "off", "day_boundary": "off"}}
+
+
+def test_one_shot_requests_stream_and_keep_nothing(
+    gw: Gateway, client: openai.OpenAI, rest: httpx.Client, model: ClientModel
+) -> None:
+    before = rest.get("/v1/sessions").json()
+    tool_choice = [
+        {"role": "system", "content": "Available Tools: [weather]\nChoose a tool."},
+        u("Query: History:\nUSER: weather?\nQuery: weather?"),
+    ]
+    chunks = list(client.chat.completions.create(model="main", messages=tool_choice, stream=True))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.endswith("weather?")
+    tagged = client.chat.completions.with_raw_response.create(
+        model="main", messages=[u("tags please")], extra_headers={"X-OpenWebUI-Task": "tags"}
+    )
+    assert tagged.headers["x-session-identity"] == "none"
+    assert rest.get("/v1/sessions").json() == before
+
+
+BAD_REQUESTS: list[tuple[str, dict[str, Any], str]] = [
+    ("assistant last", {"messages": [u("hi"), a("hello")]}, "invalid_messages"),
+    ("no user message", {"messages": [{"role": "system", "content": "x"}]}, "invalid_messages"),
+    ("unknown role", {"messages": [{"role": "function", "content": "x"}]}, "invalid_messages"),
+    (
+        "orphan tool result",
+        {"messages": [u("hi"), {"role": "tool", "tool_call_id": "nope", "content": "x"}]},
+        "invalid_messages",
+    ),
+    (
+        "tool_calls not a list",
+        {"messages": [u("hi"), {"role": "assistant", "tool_calls": "x"}, u("and")]},
+        "invalid_messages",
+    ),
+    (
+        "a part that is not an object",
+        {"messages": [{"role": "user", "content": ["text"]}]},
+        "invalid_request",
+    ),
+    (
+        "bad tool name",
+        {"messages": [u("hi")], "tools": [{"type": "function", "function": {"name": "a b"}}]},
+        "invalid_tools",
+    ),
+    (
+        "tool_choice names no tool",
+        {
+            "messages": [u("hi")],
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+            "tool_choice": {"type": "function", "function": {"name": "g"}},
+        },
+        "invalid_tools",
+    ),
+    (
+        "bad response_format",
+        {"messages": [u("hi")], "response_format": {"type": "yaml"}},
+        "invalid_response_format",
+    ),
+    (
+        "not an image",
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}
+                    ],
+                }
+            ]
+        },
+        "invalid_attachment",
+    ),
+    ("n above one", {"messages": [u("hi")], "n": 3}, "n_not_supported"),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "code"), [(b, c) for _, b, c in BAD_REQUESTS], ids=[n for n, _, _ in BAD_REQUESTS]
+)
+def test_a_bad_request_is_a_400_naming_what_is_wrong(
+    gw: Gateway, rest: httpx.Client, body: dict[str, Any], code: str
+) -> None:
+    before = rest.get("/v1/sessions").json()
+    answer = rest.post("/v1/chat/completions", json={"model": "main", **body})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == code
+    assert rest.get("/v1/sessions").json() == before
+
+
+def test_tools_for_an_agent_whose_model_cannot_call_them_are_refused(rest: httpx.Client) -> None:
+    answer = rest.post(
+        "/v1/chat/completions",
+        json={
+            "model": "plain",
+            "messages": [u("hi")],
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+        },
+    )
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "tools_not_supported"

@@ -58,6 +58,10 @@ def serving(config: Path) -> Iterator[Path]:
         )
     try:
         yield log
+    except BaseException:
+        # Shown by pytest with the failure: what the gateway said meanwhile.
+        print(f"--- {log} ---\n{log.read_text(errors='replace')[-5000:]}")
+        raise
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -109,7 +113,9 @@ async def assert_mirrors(watcher: PhoneSocket, sent_text: str, content: str, dev
 
 async def test_a_turn_on_one_process_reaches_the_sockets_of_another(tmp_path: Path) -> None:
     async with fresh_database() as database_url:
-        port_a, port_b = free_port(), free_port()
+        port_a = port_b = free_port()
+        while port_b == port_a:
+            port_b = free_port()
         config_a = write_config(tmp_path / "a", database_url, port_a)
         config_b = write_config(tmp_path / "b", database_url, port_b)
         key = await add_user(config_a, "alice")

@@ -10,8 +10,9 @@ from pydantic import Field
 
 from sessiongate.config_base import Section
 
-#: Open WebUI's task prompts (title, tags, follow-ups, search queries) all begin so.
-OPEN_WEBUI_TASK_PREFIX = "### Task:"
+#: Open WebUI's task prompts (title, tags, follow-ups, search queries) all begin so, and
+#: the system prompt of its tool choice (function calling in its default mode).
+OPEN_WEBUI_TASK_PREFIXES = ("### Task:", "Available Tools:")
 
 
 class OpenAIConfig(Section):
@@ -27,8 +28,9 @@ class OpenAIConfig(Section):
     #: a conversation found by its messages) follow the client's boundaries: no idle or
     #: day-boundary rotation unless this is true.
     client_keys_rotate: bool = False
-    #: A request whose only message begins with one of these is a one-shot task (Open
-    #: WebUI's title and tag generation): answered from the request alone, nothing kept.
+    #: A request with one user message, where it or a system message begins with one of
+    #: these, is a one-shot task (Open WebUI's title and tag generation, its tool choice):
+    #: answered from the request alone, nothing kept.
     stateless_prefixes: list[str] = Field(
-        default_factory=lambda: [OPEN_WEBUI_TASK_PREFIX], max_length=32
+        default_factory=lambda: list(OPEN_WEBUI_TASK_PREFIXES), max_length=32
     )

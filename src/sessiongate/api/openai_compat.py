@@ -109,35 +109,44 @@ def _conversations(engine: Engine) -> ConversationService:
     return engine.conversations
 
 
-def _client_id(
-    chat_id: str | None, conversation_id: str | None, metadata: dict[str, Any] | None
-) -> tuple[str, str] | None:
-    """The client's own conversation id: Open WebUI's forwarded chat id, else an
-    `X-Conversation-Id` header (LibreChat's `{{LIBRECHAT_BODY_CONVERSATIONID}}`), else
-    `metadata.conversation_id`."""
-    if chat_id and chat_id.strip():
-        return "owui", chat_id.strip()
-    if conversation_id and conversation_id.strip():
-        return "conv", conversation_id.strip()
-    found = (metadata or {}).get("conversation_id")
-    if isinstance(found, str | int) and not isinstance(found, bool) and str(found).strip():
-        return "conv", str(found).strip()[:512]
+def _id_text(value: object) -> str | None:
+    if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+        return str(value).strip()[:512]
     return None
+
+
+def _client_id(
+    chat_id: str | None, conversation_id: str | None, body: CompletionRequest
+) -> tuple[str, str] | None:
+    """The client's own conversation id: Open WebUI's chat id (the forwarded header; or
+    `metadata.chat_id` / `chat_id` in the body, where a pipeline or proxy puts it), else
+    an `X-Conversation-Id` header (LibreChat's `{{LIBRECHAT_BODY_CONVERSATIONID}}`), else
+    `metadata.conversation_id`."""
+    metadata = body.metadata or {}
+    owui = _id_text(chat_id) or _id_text(metadata.get("chat_id"))
+    owui = owui or _id_text((body.model_extra or {}).get("chat_id"))
+    if owui is not None:
+        return "owui", owui
+    conversation = _id_text(conversation_id) or _id_text(metadata.get("conversation_id"))
+    return None if conversation is None else ("conv", conversation)
 
 
 def _one_shot(
     agent: AgentProfile, parsed: ParsedRequest, task: str | None, config: OpenAIConfig
 ) -> bool:
     """A stateless agent, or a task request: Open WebUI's `X-OpenWebUI-Task` header (a
-    custom header `{{TASK}}`), or a single message starting with a task prefix."""
+    custom header `{{TASK}}`), or a single user message where it or a system message
+    starts with a task prefix."""
     if agent.history == "none":
         return True
     if task is not None and task.strip().lower() not in _NO_TASK:
         return True
     if len(parsed.messages) != 1 or parsed.messages[0].role is not Role.USER:
         return False
-    text = parsed.messages[0].content.lstrip()
-    return any(prefix and text.startswith(prefix) for prefix in config.stateless_prefixes)
+    texts = [parsed.messages[0].content.lstrip(), *(s.lstrip() for s in parsed.system)]
+    return any(
+        prefix and text.startswith(prefix) for text in texts for prefix in config.stateless_prefixes
+    )
 
 
 @router.post("/chat/completions", response_model=None)
@@ -191,7 +200,7 @@ async def chat_completions(
     decision = None
     client_id = None
     if not x_session_key:
-        client_id = _client_id(x_openwebui_chat_id, x_conversation_id, body.metadata)
+        client_id = _client_id(x_openwebui_chat_id, x_conversation_id, body)
     if not x_session_key and client_id is None and config.conversations == "route":
         decision = await routes_of(engine).decide(user, channel="openai")
         key, identity = decision.key, Identity.KEY

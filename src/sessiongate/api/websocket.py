@@ -73,7 +73,8 @@ POLICY_VIOLATION = 1008
 #: The `ready` frame carries at most this share of the frame limit in history; older
 #: messages are paged through REST (`history_complete: false` says so).
 HISTORY_SHARE = 2
-#: Keys one socket watches at most: its `ready` key and the newest keys its frames used.
+#: Keys one socket watches at most: of its `ready` key and the keys its frames used, the
+#: ones used most recently.
 MAX_WATCHED = 16
 #: Other devices' frames waiting to be written to one socket; past this they are dropped
 #: and the socket is told once (`broadcast_overflow`).
@@ -101,6 +102,7 @@ def install(app: FastAPI, engine: Engine) -> SocketServices:
     )
     # Turns no socket started (REST, OpenAI-compatible, …) are broadcast when they end.
     engine.turns.after_turn(services.broadcast.finished)
+    engine.sessions.on_erase(services.seed.forget)
     app.state.sockets = services
     return services
 
@@ -236,8 +238,7 @@ class ChatSocket:
             return
         self._watched[stored] = None
         if len(self._watched) > MAX_WATCHED:
-            # The ready key stays (it comes first); the oldest of the others goes.
-            oldest = list(self._watched)[1]
+            oldest = next(iter(self._watched))  # the key this socket used longest ago
             del self._watched[oldest]
             self.hub.unwatch(self, oldest)
         await self.hub.watch(self, stored)
@@ -398,7 +399,7 @@ class ChatSocket:
         # The turn's frames are relayed by a task of their own: a client that leaves
         # half-way cancels this worker, never the relay, so the others see the turn end.
         task = asyncio.get_running_loop().create_task(
-            self._relay(handle, ref, relay, frame_number, content, device_id)
+            self._relay(handle, ref, relay, frame_number, content, metadata.get("device_id"))
         )
         self.hub.keep(task)
         await asyncio.shield(task)

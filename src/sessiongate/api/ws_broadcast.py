@@ -66,6 +66,8 @@ FINISHED_WINDOW = 200
 WARN_EVERY = 30.0
 #: Markers of finished turns sent in one envelope, at most.
 MARKERS_PER_ENVELOPE = 20
+#: Tries of one NOTIFY (the pool busy, the server restarting) before it is given up.
+NOTIFY_ATTEMPTS = 3
 
 
 class Watcher(Protocol):
@@ -204,6 +206,7 @@ class TurnBroadcast:
         self._assembler = Assembler()
         self._chunk_ids = itertools.count()
         self._listening = False
+        self._retrying: asyncio.Task[None] | None = None
         self._warned_at = 0.0
         self._dropped = 0
 
@@ -212,12 +215,27 @@ class TurnBroadcast:
     async def watch(self, watcher: Watcher, storage_id: str) -> None:
         """From now on `watcher` gets the frames of turns on `storage_id`."""
         self._rooms.setdefault(storage_id, set()).add(watcher)
-        if self.fanout is not None and not self._listening:
+        if self.fanout is None or self._listening:
+            return
+        try:
+            await self.fanout.listen(self._receive, self._assembler.clear)
+            self._listening = True
+        except Exception as exc:  # the database is away: this process's sockets still work
+            self._warn(f"cannot LISTEN for other processes' turns ({type(exc).__name__}); retrying")
+            if self._retrying is None or self._retrying.done():
+                self._retrying = asyncio.get_running_loop().create_task(self._listen_later())
+
+    async def _listen_later(self) -> None:
+        assert self.fanout is not None
+        delay = 0.1
+        while not self._listening and self._rooms:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
             try:
                 await self.fanout.listen(self._receive, self._assembler.clear)
                 self._listening = True
-            except Exception:  # the database is away: this process's sockets still work
-                log.exception("cannot LISTEN for other processes' turns; local only for now")
+            except Exception:
+                continue
 
     def unwatch(self, watcher: Watcher, storage_id: str | None = None) -> None:
         """Stop sending `watcher` one key's frames (`storage_id`), or every key's."""
@@ -228,9 +246,6 @@ class TurnBroadcast:
                 members.discard(watcher)
                 if not members:
                     del self._rooms[room]
-
-    def watching(self, storage_id: str) -> int:
-        return len(self._rooms.get(storage_id, ()))
 
     def relay(self, storage_id: str, turn_id: str, source: Watcher | None) -> TurnRelay:
         """A live turn started by `source`: its frames go through the returned relay."""
@@ -394,13 +409,18 @@ class TurnBroadcast:
 
     async def _notify(self, envelope: dict[str, Any]) -> None:
         assert self.fanout is not None
-        try:
-            for payload in encode(envelope, next(self._chunk_ids)):
-                await self.fanout.notify(payload)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self._warn(f"a broadcast to the other processes failed: {type(exc).__name__}")
+        for payload in encode(envelope, next(self._chunk_ids)):
+            for attempt in range(NOTIFY_ATTEMPTS):
+                try:
+                    await self.fanout.notify(payload)
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    if attempt + 1 == NOTIFY_ATTEMPTS:
+                        self._warn(f"a broadcast to the other processes failed: {exc!r:.200}")
+                        return  # the rest of this envelope would not fit together either
+                    await asyncio.sleep(0.05 * 2**attempt)
 
     def _warn(self, message: str) -> None:
         now = time.monotonic()
@@ -449,7 +469,7 @@ class TurnBroadcast:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sender
             self._sender = None
-        for task in list(self._tasks):
+        for task in [*self._tasks, *([self._retrying] if self._retrying else [])]:
             task.cancel()
         if self.fanout is not None:
             await self.fanout.stop()

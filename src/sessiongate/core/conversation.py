@@ -75,17 +75,21 @@ class ClientMessage:
     name: str | None = None
 
     def fingerprint(self) -> bytes:
-        """What identifies the message as the client shows it."""
-        parts: list[object] = [self.role.value, normalise_text(self.content)]
+        """What identifies the message as the client shows it: tagged, length-prefixed
+        fields, so no text can pass for another field."""
+        text = normalise_text(self.content)
+        fields = [f"r{self.role.value}", f"x{len(text)}:{text}"]
         if self.images:
-            parts.append(list(self.images))
-        if self.calls:
-            parts.append(
-                [[c.call_id, c.name, canonical_arguments(c.arguments)] for c in self.calls]
+            fields.append("i" + ",".join(self.images))
+        for call in self.calls:
+            arguments = canonical_arguments(call.arguments)
+            fields.append(
+                f"c{len(call.call_id)}:{call.call_id}{len(call.name)}:{call.name}"
+                f"{len(arguments)}:{arguments}"
             )
         if self.call_id is not None:
-            parts.append(self.call_id)
-        return json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode()
+            fields.append(f"t{len(self.call_id)}:{self.call_id}")
+        return "\x00".join(fields).encode()
 
 
 def normalise_text(text: str) -> str:

@@ -261,6 +261,8 @@ class ConversationService:
         messages, hashes = turn.messages, turn.hashes
         n = len(messages)
         head = await self.index.head(ref)
+        if head is not None and segment.message_count == 0 and not segment.parent_ids:
+            head = None  # the key is new: a head left by a key of the same name is stale
         if (
             head is None
             and turn.identity is not Identity.KEY

@@ -7,7 +7,8 @@
   open to both; every key stays open to REST and `/v1/ws`, which are not seed endpoints.
 - **Last key.** Each turn a seed endpoint starts records its key as the owner's last key on
   that endpoint (`endpoint_last_key`), so a reconnect that names no key continues it, on
-  any worker and after a restart.
+  any worker and after a restart. Erasing the key forgets it (an erase hook; a key gone
+  by another path is skipped by the lookup).
 - **Counts** for `/api/health`: how many keys each endpoint created, read at most once a
   second per process (the endpoint answers without a key, so it must stay cheap).
 """
@@ -70,6 +71,13 @@ class SeedEndpoints:
 
     async def last_key(self, owner: str, endpoint: str) -> str | None:
         return await self.rows.last_key(owner, endpoint)
+
+    async def forget(self, key: KeyRef) -> None:
+        """Erase hook: an erased key is nobody's last key (never fails the erasure)."""
+        try:
+            await self.rows.forget_key(key)
+        except Exception:
+            log.exception("could not forget an erased key's endpoint rows")
 
     def record(self, key: KeyRef, endpoint: str) -> None:
         """Record `key` as its owner's last key on `endpoint`, in the background: the turn

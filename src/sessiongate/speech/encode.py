@@ -84,7 +84,11 @@ async def encode(wav: bytes, argv: list[str]) -> bytes:
     except OSError:
         raise SpeechError("speech_failed", "the audio encoder cannot start") from None
     try:
-        stdout, _ = await process.communicate(wav)
+        try:
+            stdout, _ = await process.communicate(wav)
+        except (BrokenPipeError, ConnectionResetError, RuntimeError):
+            stdout = b""  # it exited before reading its input: a failed run
+            await process.wait()
     finally:
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):

@@ -54,7 +54,13 @@ class EspeakEngine:
         except OSError as exc:
             raise SpeechError("voice_unavailable", f"{self.binary} cannot start: {exc}") from None
         try:
-            stdout, stderr = await process.communicate(text.encode("utf-8"))
+            try:
+                stdout, stderr = await process.communicate(text.encode("utf-8"))
+            except (BrokenPipeError, ConnectionResetError, RuntimeError):
+                # It exited before reading its input (asyncio reports a write to the
+                # closed pipe as one of these, depending on the race): a failed run.
+                stdout, stderr = b"", b""
+                await process.wait()
         finally:
             if process.returncode is None:  # cancelled or timed out: never leave it running
                 with contextlib.suppress(ProcessLookupError):

@@ -19,6 +19,12 @@ ON CONFLICT (owner, endpoint) DO UPDATE SET key = excluded.key, at = excluded.at
 WHERE excluded.at >= endpoint_last_key.at
 """
 
+# A key erased by a path that ran no erase hook is never answered.
+_LAST = """
+SELECT e.key FROM endpoint_last_key e JOIN session_keys k ON k.key = e.key
+WHERE e.owner = $1 AND e.endpoint = $2
+"""
+
 # The first segment is the one no rotation created; seq 1 is the first turn's message.
 _FIRST = """
 SELECT m.metadata FROM segments s
@@ -45,19 +51,19 @@ class PostgresEndpointStore:
             await db.execute(_RECORD, key.owner, endpoint, key.storage_id, utc(now))
 
     async def last_key(self, owner: str, endpoint: str) -> str | None:
-        stored = await self._store.pool.fetchval(
-            "SELECT key FROM endpoint_last_key WHERE owner = $1 AND endpoint = $2",
-            owner,
-            endpoint,
-        )
+        stored = await self._store.pool.fetchval(_LAST, owner, endpoint)
         return None if stored is None else KeyRef.from_storage_id(str(stored)).name
+
+    async def forget_key(self, key: KeyRef) -> None:
+        async with self._store.transaction(single_statement=True) as db:
+            await db.execute("DELETE FROM endpoint_last_key WHERE key = $1", key.storage_id)
 
     async def created_through(self, key: KeyRef) -> str | None:
         metadata = await self._store.pool.fetchval(_FIRST, key.storage_id)
         if metadata is None:
             return None
         transport = json.loads(metadata).get("transport")
-        return transport if isinstance(transport, str) else None
+        return transport if isinstance(transport, str) else ""
 
     async def count_created_through(self) -> dict[str, int]:
         counts = dict.fromkeys(SEED_ENDPOINTS, 0)

@@ -19,6 +19,12 @@ ON CONFLICT (owner, endpoint) DO UPDATE SET key = excluded.key, at = excluded.at
 WHERE excluded.at >= endpoint_last_key.at
 """
 
+# A key erased by a path that ran no erase hook is never answered.
+_LAST = """
+SELECT e.key FROM endpoint_last_key e JOIN session_keys k ON k.key = e.key
+WHERE e.owner = ? AND e.endpoint = ?
+"""
+
 # The first segment is the one no rotation created; seq 1 is the first turn's message.
 _FIRST = """
 SELECT m.metadata FROM segments s
@@ -54,18 +60,19 @@ class SQLiteEndpointStore:
             )
 
     async def last_key(self, owner: str, endpoint: str) -> str | None:
-        row = self._conn.execute(
-            "SELECT key FROM endpoint_last_key WHERE owner = ? AND endpoint = ?",
-            (owner, endpoint),
-        ).fetchone()
+        row = self._conn.execute(_LAST, (owner, endpoint)).fetchone()
         return None if row is None else KeyRef.from_storage_id(str(row[0])).name
+
+    async def forget_key(self, key: KeyRef) -> None:
+        with self._store.transaction() as db:
+            db.execute("DELETE FROM endpoint_last_key WHERE key = ?", (key.storage_id,))
 
     async def created_through(self, key: KeyRef) -> str | None:
         row = self._conn.execute(_FIRST, (key.storage_id,)).fetchone()
         if row is None:
             return None
         transport = json.loads(row[0]).get("transport")
-        return transport if isinstance(transport, str) else None
+        return transport if isinstance(transport, str) else ""
 
     async def count_created_through(self) -> dict[str, int]:
         counts = dict.fromkeys(SEED_ENDPOINTS, 0)
