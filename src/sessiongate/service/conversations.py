@@ -236,10 +236,9 @@ class ConversationService:
         candidates = match_candidates(hashes, messages)
         if not candidates:
             return self.new_key(), Identity.NEW
-        heads = await self.index.heads_at(caller.name, candidates)
-        if heads:
-            return heads[0].key.name, Identity.MATCHED
-        node = await self.index.deepest(caller.name, candidates)
+        head, node = await self.index.find(caller.name, candidates)
+        if head is not None:
+            return head.key.name, Identity.MATCHED
         if node is not None:
             return node.key.name, Identity.MATCHED
         return self.new_key(), Identity.NEW

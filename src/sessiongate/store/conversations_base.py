@@ -84,6 +84,13 @@ class ConversationIndex(Protocol):
         equals)."""
         ...
 
+    async def find(
+        self, owner: str, hashes: Sequence[str]
+    ) -> tuple[ConversationHead | None, ConversationNode | None]:
+        """What finding a conversation needs, in one round trip: the first of
+        `heads_at(owner, hashes)` and `deepest(owner, hashes)`."""
+        ...
+
     async def nodes(self, key: KeyRef, hashes: Sequence[str]) -> list[ConversationNode]:
         """The key's nodes whose hash is one of `hashes`."""
         ...

@@ -31,6 +31,16 @@ ON CONFLICT (key) DO UPDATE SET
 """
 
 
+_FIND = f"""
+(SELECT 0, key, hash, NULL::text, position, NULL::text, NULL::text, NULL::text
+ FROM conversation_heads WHERE owner = $1 AND hash = ANY($2::text[])
+ ORDER BY position DESC, moved_at DESC LIMIT 1)
+UNION ALL
+(SELECT 1, {NODE_COLUMNS} FROM conversation_nodes WHERE owner = $1 AND hash = ANY($2::text[])
+ ORDER BY position DESC, id DESC LIMIT 1)
+"""
+
+
 class PostgresConversationIndex:
     """Shares the session store's pool."""
 
@@ -62,6 +72,19 @@ class PostgresConversationIndex:
             list(hashes),
         )
         return None if row is None else node_from_row(row)
+
+    async def find(
+        self, owner: str, hashes: Sequence[str]
+    ) -> tuple[ConversationHead | None, ConversationNode | None]:
+        # Both look-ups in one statement: a miss of the first costs no second round trip.
+        rows = await self._store.pool.fetch(_FIND, owner, list(hashes))
+        head = node = None
+        for row in rows:
+            if row[0] == 0:
+                head = ConversationHead(KeyRef.from_storage_id(row[1]), row[2], int(row[4]))
+            else:
+                node = node_from_row(row[1:])
+        return (head, None) if head is not None else (None, node)
 
     async def nodes(self, key: KeyRef, hashes: Sequence[str]) -> list[ConversationNode]:
         rows = await self._store.pool.fetch(

@@ -83,6 +83,14 @@ class SQLiteConversationIndex:
                 best = (int(row[3]), int(row[7]), node_from_row(row))
         return None if best is None else best[2]
 
+    async def find(
+        self, owner: str, hashes: Sequence[str]
+    ) -> tuple[ConversationHead | None, ConversationNode | None]:
+        heads = await self.heads_at(owner, hashes)
+        if heads:
+            return heads[0], None
+        return None, await self.deepest(owner, hashes)
+
     async def nodes(self, key: KeyRef, hashes: Sequence[str]) -> list[ConversationNode]:
         found: list[ConversationNode] = []
         for chunk in _chunks(hashes):
