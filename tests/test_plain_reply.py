@@ -65,3 +65,32 @@ async def test_a_reply_is_kept_when_the_turn_is_cut_during_its_hand_off() -> Non
     assert kept[0][2]["handoff"] == "cancelled"
     tokens = [e.content for e in handle.ready() if isinstance(e, TokenEvent)]
     assert "".join(tokens) == "here is your picture"
+
+
+async def test_shutdown_lets_quick_after_turn_work_finish_and_cancels_the_slow() -> None:
+    from sessiongate.service.after_turn import AfterTurns
+    from sessiongate.service.turn_handle import FinishedTurn
+
+    done: list[str] = []
+    cancelled: list[str] = []
+
+    async def quick(turn: FinishedTurn) -> None:
+        await asyncio.sleep(0.05)
+        done.append(turn.turn_id)
+
+    async def slow(turn: FinishedTurn) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(turn.turn_id)
+            raise
+
+    after = AfterTurns()
+    after.add(quick)
+    after.add(slow)
+    after.schedule(
+        FinishedTurn("alice", "k", "main", "t9", "complete", "s1", "hi", "hello", (), False, None)
+    )
+    await after.aclose(grace=0.5)
+    assert done == ["t9"]
+    assert cancelled == ["t9"]

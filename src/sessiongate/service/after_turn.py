@@ -38,7 +38,12 @@ class AfterTurns:
         while self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
 
-    async def aclose(self) -> None:
+    async def aclose(self, grace: float = 5.0) -> None:
+        """Let what is running finish for up to `grace` seconds (queueing a webhook is one
+        insert: a turn that ended just before shutdown keeps its event), then cancel the
+        rest (a slow extraction)."""
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=grace)
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
