@@ -271,6 +271,8 @@ class LimitsConfig(Section):
     #: arriving with no gap longer than `body_timeout`.
     header_timeout: Duration = timedelta(seconds=10)
     body_timeout: Duration = timedelta(seconds=30)
+    #: How long a turn's outcome is kept for retries with its `Idempotency-Key`.
+    idempotency_retention: Duration = timedelta(hours=24)
     #: WebSocket: the largest frame (bytes) and the deepest JSON nesting a frame may hold;
     #: a frame over either gets an error frame and the socket stays open.
     ws_max_frame_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)

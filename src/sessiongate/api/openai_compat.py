@@ -56,6 +56,7 @@ from sessiongate.service.client_reply import stateless_wire
 from sessiongate.service.client_turn import ClientTurn
 from sessiongate.service.conversations import ConversationService
 from sessiongate.service.engine import Engine
+from sessiongate.service.idempotency import idempotent_request
 from sessiongate.service.turns import InboundTurn, TurnHandle
 
 router = APIRouter(prefix="/v1")
@@ -158,6 +159,7 @@ async def chat_completions(
     x_openwebui_chat_id: str | None = Header(None, max_length=512),
     x_openwebui_task: str | None = Header(None, max_length=200),
     x_conversation_id: str | None = Header(None, max_length=512),
+    idempotency_key: str | None = Header(None),
 ) -> Response:
     engine: Engine = request.app.state.engine
     config = engine.settings.openai
@@ -217,9 +219,21 @@ async def chat_completions(
         attachments=parsed.attachments,
         client=ClientTurn(parsed.messages, identity, parsed.system, parsed.options, hashes),
     )
-    handle, first, events = await begin_turn(engine, inbound)
+    idempotent = idempotent_request(
+        user.name,
+        idempotency_key,
+        (body.model_extra or {}).get("client_message_id"),
+        "chat/completions",
+        {
+            **body.model_dump(exclude={"stream", "stream_options", "client_message_id"}),
+            "session_key": x_session_key,
+            "client_id": client_id,
+        },
+    )
+    handle, first, events = await begin_turn(engine, inbound, idempotent)
     headers = {
-        "X-Session-Key": key,
+        # A replay names the key its turn landed in, whatever the list matches now.
+        "X-Session-Key": getattr(first, "session_key", key),
         "X-Session-Id": getattr(first, "session_id", ""),
         "X-Session-Identity": identity.value,
     }

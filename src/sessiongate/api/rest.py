@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from sessiongate.api.auth import CurrentUser, caller_for, routes_of
@@ -26,6 +26,7 @@ from sessiongate.api.turns import run_http_turn
 from sessiongate.core.attachments import ImageAttachment
 from sessiongate.errors import InvalidInput
 from sessiongate.service.engine import Engine
+from sessiongate.service.idempotency import idempotent_request
 from sessiongate.service.turns import InboundTurn, RecallRequest
 
 router = APIRouter(prefix="/v1")
@@ -56,8 +57,16 @@ def attachments_of(
     )
 
 
+#: `Idempotency-Key`: a retried request returns the first one's turn (docs/api.md).
+IdempotencyKey = Annotated[str | None, Header()]
+#: What a retry with the same key must repeat (`stream` may differ).
+_NOT_HASHED = {"stream", "client_message_id"}
+
+
 @router.post("/chat")
-async def chat(body: ChatBody, user: CurrentUser, request: Request) -> Response:
+async def chat(
+    body: ChatBody, user: CurrentUser, request: Request, idempotency_key: IdempotencyKey = None
+) -> Response:
     """A routed turn: the configured routes (seed 000's table by default) pick agent and
     key from the user, the mode, the channel and the device."""
     engine = engine_of(request)
@@ -79,12 +88,24 @@ async def chat(body: ChatBody, user: CurrentUser, request: Request) -> Response:
         attachments=attachments_of(engine, body.attachments),
         speak=body.speak,
     )
-    return await run_http_turn(engine, inbound, stream=body.stream)
+    idempotent = idempotent_request(
+        user.name,
+        idempotency_key,
+        body.client_message_id,
+        "chat",
+        body.model_dump(exclude=_NOT_HASHED),
+    )
+    return await run_http_turn(engine, inbound, stream=body.stream, idempotent=idempotent)
 
 
 @router.post("/sessions/{key}/messages")
 async def post_message(
-    key: str, body: MessageBody, user: CurrentUser, request: Request, owner: Owner = None
+    key: str,
+    body: MessageBody,
+    user: CurrentUser,
+    request: Request,
+    owner: Owner = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> Response:
     writable(key, user, owner)
     recall = None
@@ -100,7 +121,14 @@ async def post_message(
         attachments=attachments_of(engine, body.attachments),
         speak=body.speak,
     )
-    return await run_http_turn(engine, inbound, stream=body.stream)
+    idempotent = idempotent_request(
+        user.name,
+        idempotency_key,
+        body.client_message_id,
+        f"messages:{key}",
+        body.model_dump(exclude=_NOT_HASHED),
+    )
+    return await run_http_turn(engine, inbound, stream=body.stream, idempotent=idempotent)
 
 
 @router.post("/sessions/{key}/new")

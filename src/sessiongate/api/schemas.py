@@ -52,6 +52,8 @@ class MessageBody(_Body):
     attachments: list[AttachmentBody] | None = Field(None, max_length=16)
     #: Speak the reply: an `audio` event follows `end` (DESIGN.md §9).
     speak: bool = False
+    #: The client's id for this message: like an `Idempotency-Key` header (docs/api.md).
+    client_message_id: str | None = None
 
 
 class ChatBody(_Body):
@@ -63,6 +65,8 @@ class ChatBody(_Body):
     attachments: list[AttachmentBody] | None = Field(None, max_length=16)
     #: Speak the reply: an `audio` event follows `end` (DESIGN.md §9).
     speak: bool = False
+    #: The client's id for this message: like an `Idempotency-Key` header (docs/api.md).
+    client_message_id: str | None = None
 
 
 class LifecycleOverrideBody(_Body):

@@ -11,6 +11,7 @@ from sessiongate.api.sse import collect_reply, reply_status, sse_frame
 from sessiongate.core.events import ErrorEvent, TurnEvent
 from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine
+from sessiongate.service.idempotency import IdempotentRequest
 from sessiongate.service.turns import InboundTurn, TurnHandle
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -25,11 +26,15 @@ class TurnFailed(SessionGateError):
 
 
 async def begin_turn(
-    engine: Engine, inbound: InboundTurn
+    engine: Engine, inbound: InboundTurn, idempotent: IdempotentRequest | None = None
 ) -> tuple[TurnHandle, TurnEvent, AsyncIterator[TurnEvent]]:
     """Start a turn and wait for its first event, so a failure before the stream begins
-    becomes an ordinary error status instead of a 200 with an error event."""
-    handle = engine.turns.start_turn(inbound)  # bad input raises here, as a 4xx
+    becomes an ordinary error status instead of a 200 with an error event. With an
+    idempotency key, the turn that key already started is joined or replayed instead."""
+    if idempotent is not None and engine.idempotency is not None:
+        handle = await engine.idempotency.run(idempotent, lambda: engine.turns.start_turn(inbound))
+    else:
+        handle = engine.turns.start_turn(inbound)  # bad input raises here, as a 4xx
     events = handle.events()
     first = await anext(events)
     if isinstance(first, ErrorEvent):
@@ -37,8 +42,14 @@ async def begin_turn(
     return handle, first, events
 
 
-async def run_http_turn(engine: Engine, inbound: InboundTurn, *, stream: bool) -> Response:
-    handle, first, events = await begin_turn(engine, inbound)
+async def run_http_turn(
+    engine: Engine,
+    inbound: InboundTurn,
+    *,
+    stream: bool,
+    idempotent: IdempotentRequest | None = None,
+) -> Response:
+    handle, first, events = await begin_turn(engine, inbound, idempotent)
     if not stream:
         body = await collect_reply(handle, [first], events)
         return JSONResponse(body, status_code=reply_status(body))

@@ -64,6 +64,7 @@ from sessiongate.core.segments import Message
 from sessiongate.core.users import User
 from sessiongate.errors import InvalidInput, SessionGateError
 from sessiongate.service.engine import Engine
+from sessiongate.service.idempotency import RepeatedTurn, idempotent_request
 from sessiongate.service.seed_endpoints import SeedEndpoints, build_seed_endpoints
 from sessiongate.service.turns import InboundTurn, TurnHandle
 from sessiongate.store.endpoints_base import SEED_ENDPOINTS
@@ -391,11 +392,14 @@ class ChatSocket:
                 speak=speak,
             )
             await self._watch(user, key)
-            handle = self.engine.turns.start_turn(inbound)
+            handle = await self._start(inbound, user.name, data.get("client_message_id"))
         except SessionGateError as exc:
             await self._error(exc.code, exc.message, frame_number)
             return
-        relay = self.hub.relay(ref.storage_id, handle.turn_id, self)
+        if isinstance(handle, RepeatedTurn):  # a retried frame: its turn was broadcast
+            relay: TurnRelay = _QuietRelay(self.hub, ref.storage_id, self)
+        else:
+            relay = self.hub.relay(ref.storage_id, handle.turn_id, self)
         # The turn's frames are relayed by a task of their own: a client that leaves
         # half-way cancels this worker, never the relay, so the others see the turn end.
         task = asyncio.get_running_loop().create_task(
@@ -403,6 +407,16 @@ class ChatSocket:
         )
         self.hub.keep(task)
         await asyncio.shield(task)
+
+    async def _start(self, inbound: InboundTurn, owner: str, message_id: object) -> TurnHandle:
+        """The frame's turn; with a `client_message_id`, run once (service/idempotency.py)."""
+        fields = {"key": inbound.key, "agent": inbound.agent, "content": inbound.content}
+        idempotent = idempotent_request(owner, None, message_id, f"ws:{self.endpoint}", fields)
+        if idempotent is None or self.engine.idempotency is None:
+            return self.engine.turns.start_turn(inbound)
+        return await self.engine.idempotency.run(
+            idempotent, lambda: self.engine.turns.start_turn(inbound)
+        )
 
     async def _relay(
         self,
@@ -453,6 +467,13 @@ class ChatSocket:
             frame["frame"] = frame_number  # which client frame this answers, counted from 1
         with contextlib.suppress(RuntimeError):
             await self._send(frame)
+
+
+class _QuietRelay(TurnRelay):
+    """Relays nothing: for a retried frame whose turn the other sockets already saw."""
+
+    def send(self, frame: Frame) -> None:
+        pass
 
 
 def render(event: TurnEvent, key: str) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from sessiongate.service.artifacts import ArtifactService, build_artifact_servic
 from sessiongate.service.conversations import ConversationService, build_conversation_service
 from sessiongate.service.handoff import HandoffService, user_message_from
 from sessiongate.service.hooks import HookService, build_hook_service
+from sessiongate.service.idempotency import IdempotencyService, build_idempotency_service
 from sessiongate.service.modes import ModeService, build_mode_service
 from sessiongate.service.notes import NoteService, build_note_service
 from sessiongate.service.overrides import OverrideTargets
@@ -71,6 +72,8 @@ class Engine:
     speech: SpeechService | None = None
     #: Signed webhooks (`[[hooks]]`); its sender is started by the app's lifespan.
     hooks: HookService | None = None
+    #: Exactly-once turns: requests with an `Idempotency-Key` (service/idempotency.py).
+    idempotency: IdempotencyService | None = None
 
     async def start(self) -> None:
         """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
@@ -101,6 +104,8 @@ class Engine:
         if self.retention is not None:
             await self.retention.stop_schedule()
         await self.turns.aclose()
+        if self.idempotency is not None:
+            await self.idempotency.aclose()  # the outcomes of the turns just ended
         if self.conversations is not None:
             await self.conversations.stateless.aclose()
         if self.hooks is not None:
@@ -240,6 +245,7 @@ def build_engine(
         retention=build_retention_service(settings, store, sessions),
         speech=speech,
         hooks=hooks,
+        idempotency=build_idempotency_service(store, clock, settings.limits.idempotency_retention),
     )
 
 

@@ -1,0 +1,295 @@
+"""Exactly-once turns (DESIGN.md §11): a request carrying an `Idempotency-Key` header (or
+`client_message_id`) runs its turn once; a retry is answered from that turn.
+
+- A retry after the turn ended is answered from its kept outcome (across restarts): the
+  events `start`, any `rotation`, one `token` with the whole reply, then `end` (or the
+  `error` that ended it). Each route renders them in its usual shape.
+- A retry while the turn runs in this process joins its stream: it receives every event
+  so far, then the rest as they come. A retry in another process (PostgreSQL) finds the
+  `running` row and waits (polling, bounded by `wait_limit`) for the outcome; a `running`
+  row older than `stale_after` (its process died) is taken over and the turn runs again.
+- The same key with another request body is refused (`idempotency_key_reused`, 422).
+- A turn that ended before its `start` event (nothing stored) releases the key: a retry
+  runs for real.
+
+Keys are per owner: another user's equal key is another turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+
+from sessiongate.core.clock import Clock
+from sessiongate.core.events import (
+    EndEvent,
+    ErrorEvent,
+    RotationEvent,
+    StartEvent,
+    TokenEvent,
+    TurnEvent,
+)
+from sessiongate.errors import Conflict, InvalidInput, SessionGateError
+from sessiongate.service.turn_handle import TurnHandle
+from sessiongate.store.base import Store
+from sessiongate.store.idempotency_base import IdempotencyRecord, IdempotencyStore
+
+#: 1-200 characters of a safe alphabet (UUIDs, ULIDs, base64url and the like).
+_KEY = re.compile(r"[A-Za-z0-9._:~+/=-]{1,200}")
+
+
+class IdempotencyKeyReused(SessionGateError):
+    code = "idempotency_key_reused"
+    status = 422
+
+
+class IdempotencyKeyBusy(Conflict):
+    code = "idempotency_key_in_progress"
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotentRequest:
+    owner: str
+    key: str
+    fingerprint: str
+
+
+def idempotent_request(
+    owner: str, header: str | None, body_id: object, route: str, fields: Mapping[str, Any]
+) -> IdempotentRequest | None:
+    """The request's key (the header wins over `client_message_id`), checked, with a hash
+    of `fields` (what the request asks for) and the route; None: no key was sent."""
+    value = header if header is not None else body_id
+    if value is None:
+        return None
+    if not isinstance(value, str) or _KEY.fullmatch(value) is None:
+        raise InvalidInput(
+            "an idempotency key is 1-200 characters of letters, digits and ._:~+/=-",
+            code="invalid_idempotency_key",
+        )
+    payload = orjson.dumps({"route": route, **fields}, option=orjson.OPT_SORT_KEYS)
+    return IdempotentRequest(owner, value, hashlib.sha256(payload).hexdigest())
+
+
+class RepeatedTurn(TurnHandle):
+    """A handle on a turn another request started (joined or replayed): its events were
+    already announced, so a transport does not broadcast them again."""
+
+
+class _Running:
+    """One running turn's events, fanned out to every request that carries its key."""
+
+    def __init__(self, request: IdempotentRequest, turn: TurnHandle) -> None:
+        self.request = request
+        self.turn = turn
+        self.seen: list[TurnEvent] = []
+        self.listeners: list[TurnHandle] = []
+        self.ended = False
+
+    def join(self, *, repeat: bool = True) -> TurnHandle:
+        handle = (RepeatedTurn if repeat else TurnHandle)(self.turn.turn_id)
+        handle.tool_calls = self.turn.tool_calls  # the same list: filled as the turn goes
+        for event in self.seen:
+            handle.emit(event)
+        if self.ended:
+            handle.close()
+        else:
+            self.listeners.append(handle)
+        return handle
+
+    def forward(self, event: TurnEvent) -> None:
+        self.seen.append(event)
+        for handle in self.listeners:
+            handle.emit(event)
+
+    def end(self) -> None:
+        self.ended = True
+        for handle in self.listeners:
+            handle.close()
+
+
+class IdempotencyService:
+    def __init__(
+        self,
+        rows: IdempotencyStore,
+        clock: Clock,
+        *,
+        retention: timedelta = timedelta(hours=24),
+        wait_limit: timedelta = timedelta(minutes=1),
+        stale_after: timedelta = timedelta(minutes=10),
+        poll_seconds: float = 0.2,
+    ) -> None:
+        self.rows = rows
+        self.clock = clock
+        self.retention = retention
+        #: How long a retry waits for a turn running in another process before it is
+        #: answered 409 `idempotency_key_in_progress` (and may retry).
+        self.wait_limit = wait_limit
+        #: A `running` row older than this (its process died) is taken over.
+        self.stale_after = stale_after
+        self.poll_seconds = poll_seconds
+        self._running: dict[tuple[str, str], _Running] = {}
+        self._pumps: set[asyncio.Task[None]] = set()
+        self._last_prune: datetime | None = None
+
+    async def run(self, request: IdempotentRequest, start: Callable[[], TurnHandle]) -> TurnHandle:
+        """A handle on the request's turn: started now, joined, or replayed."""
+        deadline = asyncio.get_running_loop().time() + self.wait_limit.total_seconds()
+        while True:
+            running = self._running.get((request.owner, request.key))
+            if running is not None:
+                self._same_body(request, running.request.fingerprint)
+                return running.join()
+            now = self.clock.now()
+            await self._prune(now)
+            record = await self.rows.claim(
+                request.owner, request.key, request.fingerprint, now, now - self.stale_after
+            )
+            if record is None:
+                return self._start(request, start)
+            self._same_body(request, record.fingerprint)
+            if record.status == "done" and record.result is not None:
+                return replay(record)
+            if asyncio.get_running_loop().time() > deadline:
+                raise IdempotencyKeyBusy(
+                    "a turn with this idempotency key is still running; retry later"
+                )
+            await asyncio.sleep(self.poll_seconds)
+
+    async def aclose(self) -> None:
+        for task in list(self._pumps):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _same_body(self, request: IdempotentRequest, fingerprint: str) -> None:
+        if fingerprint != request.fingerprint:
+            raise IdempotencyKeyReused(
+                "this idempotency key was used with another request; use a new key"
+            )
+
+    def _start(self, request: IdempotentRequest, start: Callable[[], TurnHandle]) -> TurnHandle:
+        slot = (request.owner, request.key)
+        try:
+            turn = start()
+        except BaseException:
+            self._spawn(self.rows.release(request.owner, request.key))
+            raise
+        running = _Running(request, turn)
+        self._running[slot] = running
+        listener = running.join(repeat=False)
+        self._spawn(self._pump(running))
+        return listener
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._pumps.add(task)
+        task.add_done_callback(self._pumps.discard)
+
+    async def _pump(self, running: _Running) -> None:
+        """Read the turn to its end whoever listens, then keep its outcome (or release
+        the key when the turn stored nothing)."""
+        request = running.request
+        try:
+            async for event in running.turn.events():
+                running.forward(event)
+        finally:
+            running.end()
+            try:
+                result = outcome(running.seen, running.turn)
+                if result is None:
+                    await self.rows.release(request.owner, request.key)
+                else:
+                    await self.rows.finish(request.owner, request.key, result)
+            finally:
+                self._running.pop((request.owner, request.key), None)
+
+    async def _prune(self, now: datetime) -> None:
+        if self._last_prune is not None and now - self._last_prune < timedelta(minutes=1):
+            return
+        self._last_prune = now
+        await self.rows.prune(now - self.retention)
+
+
+def outcome(events: list[TurnEvent], turn: TurnHandle) -> dict[str, Any] | None:
+    """What a replay answers from; None when the turn ended before `start` (no user
+    message was kept, so the request may run again)."""
+    if not events or not isinstance(events[0], StartEvent):
+        return None
+    result: dict[str, Any] = {
+        "start": _fields(events[0]),
+        "rotations": [],
+        "reply": "",
+        "end": None,
+        "error": None,
+        "tool_calls": list(turn.tool_calls),
+    }
+    reply: list[str] = []
+    for event in events[1:]:
+        if isinstance(event, RotationEvent):
+            result["rotations"].append(_fields(event))
+        elif isinstance(event, TokenEvent):
+            reply.append(event.content)
+        elif isinstance(event, EndEvent):
+            result["end"] = _fields(event)
+        elif isinstance(event, ErrorEvent):
+            result["error"] = _fields(event)
+    result["reply"] = "".join(reply)
+    if result["end"] is None and result["error"] is None:
+        result["error"] = {"code": "interrupted", "message": "the turn was interrupted"}
+    return result
+
+
+def replay(record: IdempotencyRecord) -> TurnHandle:
+    """A finished turn's kept outcome as a short event stream: start, rotations, one token
+    with the whole reply, then end or error."""
+    result = record.result or {}
+    start = StartEvent(**result["start"])
+    handle = RepeatedTurn(start.turn_id)
+    handle.tool_calls = list(result.get("tool_calls") or [])
+    handle.emit(start)
+    for rotation in result.get("rotations") or []:
+        handle.emit(RotationEvent(**rotation))
+    if result.get("reply"):
+        handle.emit(TokenEvent(result["reply"]))
+    if result.get("end") is not None:
+        handle.emit(EndEvent(**result["end"]))
+    else:
+        handle.emit(ErrorEvent(**result["error"]))
+    handle.close()
+    return handle
+
+
+def _fields(event: TurnEvent) -> dict[str, Any]:
+    fields = asdict(event)
+    fields.pop("type", None)
+    return fields
+
+
+def build_idempotency_service(
+    store: Store, clock: Clock, retention: timedelta
+) -> IdempotencyService:
+    """The idempotency rows beside the session store's (same connection or pool)."""
+    from sessiongate.store.sqlite import SQLiteStore
+
+    rows: IdempotencyStore
+    if isinstance(store, SQLiteStore):
+        from sessiongate.store.sqlite_idempotency import SQLiteIdempotencyStore
+
+        rows = SQLiteIdempotencyStore(store)
+    else:
+        # Imported here so a SQLite gateway never loads the driver.
+        from sessiongate.store.postgres import PostgresStore
+        from sessiongate.store.postgres_idempotency import PostgresIdempotencyStore
+
+        if not isinstance(store, PostgresStore):
+            raise TypeError(f"no idempotency store for {type(store).__name__}")
+        rows = PostgresIdempotencyStore(store)
+    return IdempotencyService(rows, clock, retention=retention)
