@@ -22,7 +22,7 @@ from typing import Any
 
 from sessiongate.core.context import AssembledContext
 from sessiongate.core.events import EndEvent
-from sessiongate.core.segments import MessageStatus, Role
+from sessiongate.core.segments import Role
 from sessiongate.core.tool_calls import ToolCallRecord
 from sessiongate.errors import SessionGateError, TurnTimeout
 from sessiongate.models.base import (
@@ -35,6 +35,7 @@ from sessiongate.models.base import (
 from sessiongate.service.agent_turn import Appender
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.model_steps import StepCut, stream_step
+from sessiongate.service.plain_reply import keep_cut_reply, reply_metadata
 from sessiongate.service.turn_handle import TurnHandle
 
 #: Assistant-message metadata: its `tool_calls` are the client's to run.
@@ -80,26 +81,8 @@ async def run_client_reply(
             models, names, wire, handle, max_reply_chars=max_reply_chars, options=options
         )
     except StepCut as cut:
-        handle.status = "interrupted"
-        await append(
-            Role.ASSISTANT,
-            cut.reply.text(),
-            {"turn_id": handle.turn_id, "model": cut.model, "interrupted_by": cut.cause},
-            MessageStatus.INTERRUPTED,
-        )
-        if cut.error is None:
-            raise asyncio.CancelledError from cut
-        raise cut.error from None
-    metadata: dict[str, Any] = {
-        "turn_id": handle.turn_id,
-        "model": step.model,
-        "usage": step.usage.to_dict(),
-        "context": {
-            "messages": len(context.messages),
-            "tokens": context.token_estimate,
-            "dropped": context.dropped_messages,
-        },
-    }
+        await keep_cut_reply(cut, handle, append)
+    metadata = reply_metadata(handle, step, context)
     if options.response_format is not None:
         metadata["response_format"] = str(options.response_format.get("type", ""))
     if step.reply.full:

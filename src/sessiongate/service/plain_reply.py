@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from sessiongate.core.context import AssembledContext
 from sessiongate.core.events import EndEvent, TokenEvent
 from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.models.base import ReplyModel
 from sessiongate.service.agent_turn import Appender
-from sessiongate.service.model_steps import StepCut, stream_step
+from sessiongate.service.model_steps import StepCut, StepResult, stream_step
 from sessiongate.service.turn_handle import TurnHandle
 
 #: Runs on the finished reply and returns text to append to it (seed 000's hand-off), or
@@ -45,28 +45,8 @@ async def stream_plain_reply(
             max_reply_chars=max_reply_chars,
         )
     except StepCut as cut:
-        # Text already reached the client: keep it, marked, and never switch model
-        # silently mid-reply.
-        handle.status = "interrupted"
-        await append(
-            Role.ASSISTANT,
-            cut.reply.text(),
-            {"turn_id": handle.turn_id, "model": cut.model, "interrupted_by": cut.cause},
-            MessageStatus.INTERRUPTED,
-        )
-        if cut.error is None:
-            raise asyncio.CancelledError from cut
-        raise cut.error from None
-    metadata: dict[str, Any] = {
-        "turn_id": handle.turn_id,
-        "model": step.model,
-        "usage": step.usage.to_dict(),
-        "context": {
-            "messages": len(context.messages),
-            "tokens": context.token_estimate,
-            "dropped": context.dropped_messages,
-        },
-    }
+        await keep_cut_reply(cut, handle, append)
+    metadata = reply_metadata(handle, step, context)
     if step.reply.full:
         metadata["truncated"] = True
     metadata.update(step.fallback_marks())
@@ -88,3 +68,34 @@ async def stream_plain_reply(
     message = await append(Role.ASSISTANT, text, metadata)
     status = "truncated" if step.reply.full else "complete"
     handle.emit(EndEvent(message.message_id, message.seq, step.usage.to_dict(), status))
+
+
+async def keep_cut_reply(cut: StepCut, handle: TurnHandle, append: Appender) -> NoReturn:
+    """Text already reached the client: keep it, marked `interrupted`, and end the turn
+    with the cause (never switching model silently mid-reply)."""
+    handle.status = "interrupted"
+    await append(
+        Role.ASSISTANT,
+        cut.reply.text(),
+        {"turn_id": handle.turn_id, "model": cut.model, "interrupted_by": cut.cause},
+        MessageStatus.INTERRUPTED,
+    )
+    if cut.error is None:
+        raise asyncio.CancelledError from cut
+    raise cut.error from None
+
+
+def reply_metadata(
+    handle: TurnHandle, step: StepResult, context: AssembledContext
+) -> dict[str, Any]:
+    """What a kept reply records: its turn, model, usage and the context it was written from."""
+    return {
+        "turn_id": handle.turn_id,
+        "model": step.model,
+        "usage": step.usage.to_dict(),
+        "context": {
+            "messages": len(context.messages),
+            "tokens": context.token_estimate,
+            "dropped": context.dropped_messages,
+        },
+    }
