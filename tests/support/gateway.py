@@ -62,15 +62,24 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @contextmanager
-def running_gateway(settings: Settings, models: dict[str, ReplyModel]) -> Iterator[Gateway]:
+def running_gateway(
+    settings: Settings,
+    models: dict[str, ReplyModel],
+    *,
+    keys: dict[str, str] | None = None,
+    port: int = 0,
+) -> Iterator[Gateway]:
+    """A gateway on loopback over `settings.data_dir`. Without `keys` the users above are
+    added; with them (a restart on the same data) the stored users serve."""
     engine = build_engine(settings, models=models)
-    keys = {}
-    for name, (primary, admin) in USERS.items():
-        _, keys[name] = run_sync(engine.users.add(name, primary=primary, admin=admin))
+    if keys is None:
+        keys = {}
+        for name, (primary, admin) in USERS.items():
+            _, keys[name] = run_sync(engine.users.add(name, primary=primary, admin=admin))
     config = uvicorn.Config(
         create_app(engine),
         host="127.0.0.1",
-        port=0,
+        port=port,
         log_level="warning",
         lifespan="on",
         ws_max_size=settings.limits.ws_transport_max_bytes,

@@ -11,21 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from websockets.asyncio.client import ClientConnection, connect
 
-from sessiongate.api.app import create_app
-from sessiongate.config import Settings
-from sessiongate.models.base import ReplyModel
-from sessiongate.service.engine import build_engine
-from tests.support.gateway import USERS, Gateway, run_sync
+from tests.support.gateway import running_gateway
 
 TIMEOUT = 5.0
 
@@ -117,47 +110,5 @@ async def phone(
         yield PhoneSocket(ws, ready, device_id, session_id)
 
 
-@contextmanager
-def gateway_on(
-    settings: Settings,
-    models: dict[str, ReplyModel],
-    *,
-    keys: dict[str, str] | None = None,
-    port: int = 0,
-) -> Iterator[Gateway]:
-    """A gateway on loopback over `settings.data_dir`. Without `keys` the users of
-    tests/support/gateway.py are added; with them (a restart) the stored users serve."""
-    engine = build_engine(settings, models=models)
-    if keys is None:
-        keys = {}
-        for name, (primary, admin) in USERS.items():
-            _, keys[name] = run_sync(engine.users.add(name, primary=primary, admin=admin))
-    config = uvicorn.Config(
-        create_app(engine),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        ws_max_size=settings.limits.ws_transport_max_bytes,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the gateway did not start")
-        time.sleep(0.01)
-    bound = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield Gateway(
-            f"http://127.0.0.1:{bound}",
-            f"ws://127.0.0.1:{bound}",
-            engine,
-            keys,
-            settings.sqlite_path,
-            server,
-        )
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+#: Seed 001's tests start (and restart) gateways the way every transport test does.
+gateway_on = running_gateway

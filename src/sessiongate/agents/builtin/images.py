@@ -21,10 +21,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from sessiongate.agents.builtin.arguments import parse_arguments, schema_of
+from sessiongate.agents.builtin.made_files import keep_made_file
 from sessiongate.agents.tools import FunctionTool, ToolContext, ToolFailed, ToolOutput
 from sessiongate.config import ModelConfig, Settings
 from sessiongate.config_tools import ImagesToolConfig
-from sessiongate.errors import ConfigError, SessionGateError
+from sessiongate.errors import ConfigError
 from sessiongate.models.base import ToolSpec
 from sessiongate.models.retry import api_key_for, require_model
 from sessiongate.service.artifacts import ArtifactService
@@ -72,23 +73,7 @@ class ImageTool:
         media_type = sniff_image(data)
         if media_type is None:
             raise ToolFailed("the image service answered with something that is not an image")
-        try:
-            artifact = await self.artifacts.save(
-                context.user, data, media_type, key=context.key.name, turn_id=context.turn_id
-            )
-        except SessionGateError as exc:
-            raise ToolFailed(f"the image could not be kept: {exc.message}") from None
-        url = f"/v1/artifacts/{artifact.artifact_id}"
-        return ToolOutput(
-            f"Generated the image: {url} ({media_type}, {artifact.size} bytes).",
-            artifact_ids=(artifact.artifact_id,),
-            data={
-                "artifact_id": artifact.artifact_id,
-                "url": url,
-                "media_type": media_type,
-                "size": artifact.size,
-            },
-        )
+        return await keep_made_file(self.artifacts, context, data, media_type, "image")
 
     async def _generate(self, prompt: str) -> bytes:
         # Imported here so a gateway that never generates an image never loads the SDK.

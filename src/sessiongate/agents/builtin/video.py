@@ -28,10 +28,11 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from sessiongate.agents.builtin.arguments import parse_arguments, schema_of
+from sessiongate.agents.builtin.made_files import keep_made_file
 from sessiongate.agents.tools import FunctionTool, ToolContext, ToolFailed, ToolOutput
 from sessiongate.config import Settings
 from sessiongate.config_handoff import VideoToolConfig
-from sessiongate.errors import ConfigError, SessionGateError
+from sessiongate.errors import ConfigError
 from sessiongate.models.base import ToolSpec
 from sessiongate.service.artifacts import ArtifactService
 
@@ -87,23 +88,7 @@ class VideoTool:
         media_type = sniff_video(data)
         if media_type is None:
             raise ToolFailed("the video service answered with something that is not a video")
-        try:
-            artifact = await self.artifacts.save(
-                context.user, data, media_type, key=context.key.name, turn_id=context.turn_id
-            )
-        except SessionGateError as exc:
-            raise ToolFailed(f"the video could not be kept: {exc.message}") from None
-        url = f"/v1/artifacts/{artifact.artifact_id}"
-        return ToolOutput(
-            f"Generated the video: {url} ({media_type}, {artifact.size} bytes).",
-            artifact_ids=(artifact.artifact_id,),
-            data={
-                "artifact_id": artifact.artifact_id,
-                "url": url,
-                "media_type": media_type,
-                "size": artifact.size,
-            },
-        )
+        return await keep_made_file(self.artifacts, context, data, media_type, "video")
 
     async def _generate(self, prompt: str) -> bytes:
         config = self.config
