@@ -11,7 +11,7 @@ import pytest
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import ImportFormatError, KeyExists
-from sessiongate.service import sessions as sessions_module
+from sessiongate.service import session_exchange
 from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
 from sessiongate.store.export_format import export_lines
@@ -117,7 +117,7 @@ async def test_invalid_utf8_line_is_rejected(engine: Engine, clock: ManualClock)
 async def test_a_streamed_export_pages_through_messages_and_equals_the_whole_one(
     engine: Engine, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sessions_module, "EXPORT_PAGE", 3)  # many pages from a short chain
+    monkeypatch.setattr(session_exchange, "EXPORT_PAGE", 3)  # many pages from a short chain
     await build_history(engine, clock)
     for n in range(5):
         await collect(engine, f"more badgers {n}")
@@ -130,7 +130,7 @@ async def test_a_streamed_export_pages_through_messages_and_equals_the_whole_one
 async def test_a_streamed_export_is_a_snapshot_of_when_it_began(
     engine: Engine, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sessions_module, "EXPORT_PAGE", 1)
+    monkeypatch.setattr(session_exchange, "EXPORT_PAGE", 1)
     before = await build_history(engine, clock)
     lines = await engine.sessions.export_stream(KEY, ALICE)
     first = [await anext(lines), await anext(lines)]

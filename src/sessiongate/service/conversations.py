@@ -1,5 +1,6 @@
-"""OpenAI-compatible conversations: which stored conversation a request belongs to, and
-how the message list the client sent is reconciled with it (DESIGN.md §11).
+"""OpenAI-compatible conversations: which stored conversation a request belongs to
+(DESIGN.md §11). How the message list the client sent is then reconciled with it is in
+service/conversation_reconcile.py; what a turn records, in service/conversation_plan.py.
 
 **Which conversation** (`locate`, before the turn), in order: `X-Session-Key`; the
 client's own conversation id (`X-OpenWebUI-Chat-Id`, `metadata.conversation_id`) → the
@@ -13,176 +14,31 @@ stored conversations (core/conversation.py names every prefix by one hash):
    later message of the list, is continued (the deepest such; the most recently active
    among equals).
 3. Else the conversation holding the longest prefix of the list that reaches its last
-   assistant message: the list re-sends an earlier state of it (a regenerate or an edit,
-   below).
+   assistant message: the list re-sends an earlier state of it (a regenerate or an edit).
 4. Else a new conversation: `oai:chat:<uuid>`.
-
-A new conversation, and one keyed by a client's id, follows the client's boundaries: the
-gateway switches its idle and day-boundary rotation off (a per-key override, visible and
-changeable with `PATCH /v1/sessions/{key}`) unless `[openai] client_keys_rotate`.
-
-**Reconciling** (`prepare`, under the key's lock, before the user message is written),
-with the key's head (the newest message of its current branch):
-
-- the head is in the list: the messages after it are new: they are appended (the last
-  user message by the turn itself, earlier ones and tool results here); the head is the
-  list's last message (a turn that got no answer): answered again, nothing appended;
-- with `X-Session-Key`, a one-message list is always new (clients that send only their
-  new message), and so is the new input of a list that shares nothing with the key;
-- the list is the stored branch without its last answer (regenerate): nothing is
-  appended; the new answer carries `supersedes` (the ids of the old answer's messages),
-  and context assembly leaves the old one out — it stays in the store;
-- otherwise the list left the branch at an earlier message (an edit): a new segment
-  (rotation reason `fork`) starts with copies of the shared part (the newest
-  `memory_window` messages of it, each with `copied_from`), then the list's messages
-  after the shared part. Nothing stored is rewritten.
-- a key with stored messages but no conversation yet (used by other transports, or
-  imported) takes the list's history as what it holds: only the new input is appended.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
-from enum import StrEnum
-from typing import Any
 
 from sessiongate.config import Settings
 from sessiongate.config_openai import OpenAIConfig
-from sessiongate.core.context import CLIENT_SYSTEM, SUPERSEDES
-from sessiongate.core.conversation import (
-    MAX_ANSWER_NODES,
-    ROOT,
-    ClientCall,
-    ClientMessage,
-    Identity,
-    chain,
-    match_candidates,
-    render_notice,
-    trailing_input,
-)
-from sessiongate.core.conversation import (
-    Role as ClientRole,
-)
+from sessiongate.core.conversation import ClientMessage, Identity, match_candidates
 from sessiongate.core.keys import KeyRef
-from sessiongate.core.rotation import ActionKind, LifecycleAction, parse_new_command
-from sessiongate.core.segments import (
-    Message,
-    MessageStatus,
-    Role,
-    RotationReason,
-    RotationRecord,
-    Segment,
-    SessionKeyRecord,
-)
-from sessiongate.core.tool_calls import calls_of
 from sessiongate.core.users import Caller
 from sessiongate.models.base import ReplyModel
-from sessiongate.service.agents import AgentProfile
-from sessiongate.service.client_reply import CLIENT_TOOLS, StatelessReplies
-from sessiongate.service.client_turn import ClientTurn
+from sessiongate.service.client_reply import StatelessReplies
+from sessiongate.service.conversation_reconcile import Reconciler
 from sessiongate.service.sessions import SessionService
-from sessiongate.service.turn_handle import TurnHandle
-from sessiongate.store.base import Store
-from sessiongate.store.conversations_base import (
-    ConversationHead,
-    ConversationIndex,
-    ConversationNode,
-)
-
-#: The lifecycle override of the keys the gateway makes for OpenAI clients.
-CLIENT_BOUNDARIES = {"lifecycle": {"idle_window": "off", "day_boundary": "off"}}
-#: Message metadata: a copy made by a fork, and a message the client supplied itself.
-COPIED_FROM = "copied_from"
-FROM_CLIENT = "from_client"
-
-
-class Move(StrEnum):
-    #: New messages follow the head.
-    APPEND = "append"
-    #: The list ends where the stored branch does, with no answer yet: answer again.
-    RETRY = "retry"
-    #: The same list again: a new answer supersedes the last one.
-    REGENERATE = "regenerate"
-    #: An earlier message was edited: a new segment continues the shared part.
-    FORK = "fork"
+from sessiongate.store.conversations_base import ConversationIndex
 
 
 def derived_key(client: str, conversation_id: str) -> str:
     """The key of a client's own conversation id: `oai:<client>:<32 hex digits>`."""
     digest = hashlib.sha256(conversation_id.encode("utf-8", "replace")).hexdigest()[:32]
     return f"oai:{client}:{digest}"
-
-
-@dataclass(slots=True)
-class ClientPlan:
-    """What `prepare` decided for a turn, and the recorder of what the turn adds."""
-
-    service: ConversationService
-    ref: KeyRef
-    turn: ClientTurn
-    record: SessionKeyRecord
-    segment: Segment
-    move: Move
-    #: The fork's rotation, if any.
-    rotations: list[RotationRecord] = field(default_factory=list)
-    #: Whether the turn appends the list's last (user) message itself.
-    append_user: bool = False
-    #: Whether the lifecycle stage (`/new`, idle, day, semantic) runs: only for a plain
-    #: new user message.
-    run_rotation_stage: bool = False
-    #: Messages the new answer supersedes (left out of its context).
-    superseded: tuple[str, ...] = ()
-    #: Where the next recorded message chains from.
-    tip: tuple[str, int] = (ROOT, 0)
-    _texts: list[str] = field(default_factory=list)
-    _ids: list[str] = field(default_factory=list)
-
-    @property
-    def user_metadata(self) -> dict[str, Any]:
-        return {CLIENT_SYSTEM: list(self.turn.system)}
-
-    async def user_appended(self, message: Message) -> None:
-        """The turn wrote the list's last message."""
-        await self.service.record(
-            self, self.turn.messages[-1], message.session_id, (message.message_id,)
-        )
-
-    def reply_metadata(self, role: Role, metadata: dict[str, Any]) -> dict[str, Any]:
-        if role is Role.ASSISTANT and self.superseded:
-            return {**metadata, SUPERSEDES: list(self.superseded)}
-        return metadata
-
-    async def appended(self, message: Message, handle: TurnHandle) -> None:
-        """A message of the answer was written; the answer as the client sees it is
-        recorded with its last message (every model step's text, after the rotation
-        notice the client was shown)."""
-        if message.role not in (Role.ASSISTANT, Role.TOOL):
-            return
-        self._ids.append(message.message_id)
-        if message.role is not Role.ASSISTANT:
-            return
-        self._texts.append(message.content)
-        meta = message.metadata
-        final = (
-            message.status is MessageStatus.INTERRUPTED
-            or "tool_calls" not in meta
-            or bool(meta.get(CLIENT_TOOLS))
-        )
-        if not final:
-            return
-        reason = str(handle.rotations[-1].get("reason", "")) if handle.rotations else ""
-        notice = render_notice(self.service.config.rotation_notice, reason) if reason else ""
-        calls: tuple[ClientCall, ...] = ()
-        if meta.get(CLIENT_TOOLS):
-            calls = tuple(ClientCall(c.call_id, c.name, c.arguments) for c in calls_of(meta))
-        answer = ClientMessage(ClientRole.ASSISTANT, notice + "".join(self._texts), calls=calls)
-        ids = tuple(self._ids)
-        self._texts.clear()
-        self._ids.clear()
-        await self.service.record(self, answer, message.session_id, ids)
 
 
 class ConversationService:
@@ -198,10 +54,9 @@ class ConversationService:
         self.config = config
         #: One-shot replies: stateless agents and task requests (nothing kept).
         self.stateless = stateless
-
-    @property
-    def store(self) -> Store:
-        return self.sessions.store
+        #: How the list continues the key's conversation, with what comes before the
+        #: turn's own user message written (the caller holds the key's lock).
+        self.prepare = Reconciler(sessions, index, config).prepare
 
     def new_key(self) -> str:
         return f"oai:chat:{self.sessions.ids.new()}"
@@ -209,8 +64,6 @@ class ConversationService:
     async def erase(self, ref: KeyRef) -> None:
         """The key was erased: its nodes go too."""
         await self.index.erase(ref)
-
-    # -- which conversation -----------------------------------------------------
 
     async def identify(
         self,
@@ -242,239 +95,6 @@ class ConversationService:
         if node is not None:
             return node.key.name, Identity.MATCHED
         return self.new_key(), Identity.NEW
-
-    # -- reconciling ------------------------------------------------------------
-
-    async def prepare(
-        self,
-        ref: KeyRef,
-        record: SessionKeyRecord,
-        agent: AgentProfile,
-        segment: Segment,
-        turn: ClientTurn,
-        handle: TurnHandle,
-        now: datetime,
-    ) -> ClientPlan:
-        """Decide how the list continues the key's conversation and write what comes
-        before the turn's own user message (the caller holds the key's lock)."""
-        messages, hashes = turn.messages, turn.hashes
-        n = len(messages)
-        head = await self.index.head(ref)
-        if head is not None and segment.message_count == 0 and not segment.parent_ids:
-            head = None  # the key is new: a head left by a key of the same name is stale
-        if (
-            head is None
-            and turn.identity is not Identity.KEY
-            and not record.overrides
-            and not self.config.client_keys_rotate
-        ):
-            record = await self.store.set_overrides(ref, dict(CLIENT_BOUNDARIES))
-        plan = ClientPlan(self, ref, turn, record, segment, Move.APPEND)
-        start = 0
-        if head is None:
-            if segment.message_count > 0 or segment.parent_ids:
-                # Stored by other transports (or imported): the list's history is taken
-                # as what the key holds.
-                start = trailing_input(messages)
-                plan.tip = (hashes[start], start)
-        else:
-            plan.tip = (head.hash, head.position)
-            at = {h: i for i, h in enumerate(hashes)}
-            position = at.get(head.hash)
-            if position == n:
-                plan.move = Move.RETRY
-            elif position is not None:
-                start = position
-            elif turn.identity is Identity.KEY and n == 1:
-                start = 0
-            else:
-                start = await self._earlier_state(plan, head, agent, handle, now)
-        if plan.move is Move.RETRY or plan.move is Move.REGENERATE:
-            return plan
-        new = messages[start:]
-        final_user = messages[-1].role is ClientRole.USER
-        pending = new[:-1] if final_user else new
-        for message in pending:
-            await self._append_client(plan, message, handle, now)
-        plan.append_user = final_user
-        plan.run_rotation_stage = final_user and not pending and plan.move is Move.APPEND
-        if final_user and plan.run_rotation_stage:
-            command = parse_new_command(messages[-1].content)
-            if command is not None and not command.rest:
-                # A bare `/new`: the rotation is the whole turn. What the client is shown
-                # (the command, the notice) is its conversation too.
-                await self.record(plan, messages[-1], None, ())
-                notice = render_notice(self.config.rotation_notice, RotationReason.MANUAL.value)
-                await self.record(plan, ClientMessage(ClientRole.ASSISTANT, notice), None, ())
-        return plan
-
-    async def _earlier_state(
-        self,
-        plan: ClientPlan,
-        head: ConversationHead,
-        agent: AgentProfile,
-        handle: TurnHandle,
-        now: datetime,
-    ) -> int:
-        """The list is not a continuation of the head: a regenerate (sets the plan's move
-        and returns 0) or a fork; returns where the list's new messages start."""
-        turn, ref = plan.turn, plan.ref
-        hashes, n = turn.hashes, len(turn.messages)
-        known = {node.hash: node for node in await self.index.nodes(ref, hashes[1:])}
-        shared = max((i for i in range(1, n + 1) if hashes[i] in known), default=0)
-        if shared == 0 and turn.identity is Identity.KEY:
-            # Nothing in common from the start (a client sending a window of its
-            # history): only the new input is new, as the key's own client says.
-            return trailing_input(turn.messages)
-        if shared == n:
-            answer = await self._answer_after(ref, head, hashes[n])
-            if answer is not None:
-                plan.move = Move.REGENERATE
-                plan.superseded = tuple(i for node in answer for i in node.message_ids)
-                plan.tip = (hashes[n], answer[-1].position - 1)
-                return n
-        fork_at = known.get(hashes[shared]) if shared else None
-        await self._fork(plan, fork_at, agent, handle, now)
-        return shared
-
-    async def _answer_after(
-        self, ref: KeyRef, head: ConversationHead, target: str
-    ) -> list[ConversationNode] | None:
-        """The head's answer back to `target` (newest first) when nothing but that answer
-        (its steps, the client's tool calls and results) lies between them."""
-        found: list[ConversationNode] = []
-        wanted = head.hash
-        for _ in range(MAX_ANSWER_NODES):
-            nodes = await self.index.nodes(ref, [wanted])
-            if not nodes or nodes[0].role == ClientRole.USER.value:
-                return None
-            found.append(nodes[0])
-            if nodes[0].parent == target:
-                return found
-            wanted = nodes[0].parent
-        return None
-
-    async def _fork(
-        self,
-        plan: ClientPlan,
-        fork_at: ConversationNode | None,
-        agent: AgentProfile,
-        handle: TurnHandle,
-        now: datetime,
-    ) -> None:
-        """A new segment (reason `fork`) holding copies of the shared part's newest
-        `memory_window` messages."""
-        plan.move = Move.FORK
-        action = LifecycleAction(ActionKind.ROTATE, RotationReason.FORK)
-        segment, rotation = await self.sessions.apply(plan.ref, plan.segment, action, now)
-        plan.segment = segment
-        plan.rotations.append(rotation)
-        plan.tip = (ROOT, 0)
-        if fork_at is None:
-            return
-        plan.tip = (fork_at.hash, fork_at.position)
-        path: list[ConversationNode] = []
-        count = 0
-        node: ConversationNode | None = fork_at
-        while node is not None and count < agent.memory_window:
-            path.append(node)
-            count += len(node.message_ids)
-            if node.parent == ROOT:
-                break
-            parents = await self.index.nodes(plan.ref, [node.parent])
-            node = parents[0] if parents else None
-        for node in reversed(path):
-            for original in await self._messages(node.message_ids):
-                meta = {**original.metadata, COPIED_FROM: original.message_id}
-                meta["turn_id"] = handle.turn_id
-                await self._append(
-                    plan, original.role, original.content, meta, now, original.status
-                )
-
-    async def _messages(self, message_ids: Sequence[str]) -> list[Message]:
-        """The stored messages with these ids (`session_id:seq`), in order."""
-        found: list[Message] = []
-        for message_id in message_ids:
-            session_id, _, seq = message_id.rpartition(":")
-            if not seq.isdigit():
-                continue
-            page = await self.store.list_messages(session_id, after_seq=int(seq) - 1, limit=1)
-            found.extend(m for m in page if m.message_id == message_id)
-        return found
-
-    async def _append(
-        self,
-        plan: ClientPlan,
-        role: Role,
-        content: str,
-        metadata: dict[str, Any],
-        now: datetime,
-        status: MessageStatus = MessageStatus.COMPLETE,
-    ) -> Message:
-        message = await self.sessions.append_message(
-            plan.ref,
-            plan.segment.session_id,
-            role=role,
-            content=content,
-            now=now,
-            status=status,
-            metadata=metadata,
-        )
-        plan.segment = replace(
-            plan.segment,
-            message_count=message.seq,
-            last_activity_at=max(plan.segment.last_activity_at, message.created_at),
-        )
-        return message
-
-    async def _append_client(
-        self, plan: ClientPlan, message: ClientMessage, handle: TurnHandle, now: datetime
-    ) -> None:
-        """A message of the list the store does not have yet, other than the turn's own
-        user message: tool results, or messages the client supplies itself."""
-        metadata: dict[str, Any] = {"turn_id": handle.turn_id}
-        role = Role(message.role.value)
-        if message.role is ClientRole.TOOL:
-            metadata.update(
-                tool_call_id=message.call_id or "",
-                name=message.name or "",
-                status="ok",
-                client=True,
-            )
-        else:
-            metadata[FROM_CLIENT] = True
-            if message.role is ClientRole.USER:
-                metadata[CLIENT_SYSTEM] = list(plan.turn.system)
-            if message.calls:
-                metadata["tool_calls"] = [
-                    {"id": c.call_id, "name": c.name, "arguments": c.arguments}
-                    for c in message.calls
-                ]
-                metadata[CLIENT_TOOLS] = True
-        stored = await self._append(plan, role, message.content, metadata, now)
-        await self.record(plan, message, stored.session_id, (stored.message_id,))
-
-    async def record(
-        self,
-        plan: ClientPlan,
-        message: ClientMessage,
-        session_id: str | None,
-        message_ids: tuple[str, ...],
-    ) -> None:
-        """Add the message to the conversation's tree after the plan's tip and make it
-        the head."""
-        parent, position = plan.tip
-        node = ConversationNode(
-            key=plan.ref,
-            hash=chain(parent, message),
-            parent=parent,
-            position=position + 1,
-            role=message.role.value,
-            session_id=session_id,
-            message_ids=message_ids,
-        )
-        await self.index.record([node], ConversationHead(plan.ref, node.hash, node.position))
-        plan.tip = (node.hash, node.position)
 
 
 def build_conversation_service(

@@ -7,13 +7,13 @@ with a turn on the same key.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sessiongate.core.clock import Clock
 from sessiongate.core.ids import IdGenerator, is_session_id
-from sessiongate.core.keys import KeyRef, validate_session_key
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.rotation import ActionKind, LifecycleAction, LifecyclePolicy, manual_action
 from sessiongate.core.segments import (
     KeySummary,
@@ -26,14 +26,12 @@ from sessiongate.core.segments import (
     Segment,
     SessionKeyRecord,
 )
-from sessiongate.core.users import Caller, validate_user_name
+from sessiongate.core.users import Caller
 from sessiongate.errors import (
-    ImportFormatError,
     InvalidInput,
     InvalidSessionId,
     NothingToRevert,
     SegmentNotFound,
-    SessionGateError,
     SessionNotFound,
 )
 from sessiongate.service.overrides import (
@@ -42,14 +40,13 @@ from sessiongate.service.overrides import (
     merge_overrides,
     validate_overrides,
 )
+from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
+from sessiongate.service.session_exchange import export_lines, import_records
 from sessiongate.service.thread_cache import ThreadCache
 from sessiongate.store.base import Store
-from sessiongate.store.exchange import parse_lines, retarget
-from sessiongate.store.export_format import key_line, message_line, rotation_line, segment_line
 from sessiongate.store.locks import KeyLocks
-from sessiongate.store.recall import recall_words
 
-__all__ = ["Caller", "ChainView", "SessionService", "thread_segment_ids", "validate_recall"]
+__all__ = ["Caller", "ChainView", "SessionService"]
 
 RotationListener = Callable[[RotationRecord], None]
 #: Awaited after a key is erased, still under its lock (its artifacts go too).
@@ -57,8 +54,6 @@ EraseHook = Callable[[KeyRef], Awaitable[object]]
 MAX_PAGE = 1000
 #: Sequence numbers and page cursors are stored as signed 64-bit integers.
 MAX_SEQ = 2**63 - 1
-#: Messages read per query while an export streams.
-EXPORT_PAGE = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,32 +329,7 @@ class SessionService:
             record = await self.existing(ref)
             segments = await self.store.chain(ref)
             rotations = await self.store.rotations(ref)
-        return self._export_pages(ref, record, segments, rotations)
-
-    async def _export_pages(
-        self,
-        ref: KeyRef,
-        record: SessionKeyRecord,
-        segments: list[Segment],
-        rotations: list[RotationRecord],
-    ) -> AsyncIterator[str]:
-        yield key_line(record)
-        for segment in segments:
-            yield segment_line(segment)
-            after = 0
-            while after < segment.message_count:
-                page = await self.store.list_messages(
-                    segment.session_id,
-                    after_seq=after,
-                    limit=min(EXPORT_PAGE, segment.message_count - after),
-                )
-                if not page:  # erased while the export ran: end it short, visibly
-                    raise SessionNotFound(f"{ref.name!r} was erased during the export")
-                for message in page:
-                    yield message_line(message)
-                after = page[-1].seq
-        for rotation in rotations:
-            yield rotation_line(rotation)
+        return export_lines(self.store, ref, record, segments, rotations)
 
     async def import_chain(
         self,
@@ -377,21 +347,17 @@ class SessionService:
         `operator` (the CLI, run by whoever runs the gateway) may restore into any user's
         namespace: `owner`, else the file's own owner. Over the API nobody writes into
         another user's namespace, admins included."""
-        records = parse_lines(lines, max_content_chars=self.max_content_chars)
-        name = records.key.key if key is None else key
-        if operator:
-            target = KeyRef(validate_user_name(owner or records.key.owner), name)
-            validate_session_key(name)
-        else:
-            target = caller.key(name, owner=owner, write=True)
-        try:
-            overrides = validate_overrides(
-                records.key.overrides, self.policy, self.override_targets
-            )
-        except SessionGateError as exc:
-            raise ImportFormatError(exc.message, line=1) from None
-        records = retarget(records, target)
-        records.key = replace(records.key, overrides=overrides)
+        records = import_records(
+            lines,
+            caller,
+            key=key,
+            owner=owner,
+            operator=operator,
+            policy=self.policy,
+            override_targets=self.override_targets,
+            max_content_chars=self.max_content_chars,
+        )
+        target = records.key.ref
         async with self.locks.hold(target):
             self.threads.drop(target)
             await self.store.import_chain(records, self.ids.new)
@@ -413,20 +379,3 @@ class SessionService:
     def on_erase(self, hook: EraseHook) -> None:
         """`hook(ref)` runs after each erasure of a key, under the key's lock."""
         self._erase_hooks.append(hook)
-
-
-def validate_recall(query: object, rationale: object, limit: object) -> None:
-    """Everything a recall needs, checked before a turn changes anything (a bad recall on
-    `/new hello` must not rotate first and fail after)."""
-    if not isinstance(rationale, str) or not rationale.strip():
-        raise InvalidInput("recall needs a rationale", code="invalid_recall")
-    if not isinstance(query, str) or not query.strip() or len(query) > 2000:
-        raise InvalidInput("recall query must be 1-2000 characters", code="invalid_recall")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
-        raise InvalidInput("recall limit must be between 1 and 50", code="invalid_recall")
-    recall_words(query)  # a query of punctuation alone has nothing to search for
-
-
-def thread_segment_ids(segment: Segment) -> tuple[str, ...]:
-    """The segments whose messages the context may read directly (not via recall)."""
-    return (segment.session_id, *segment.continues)
