@@ -5,25 +5,29 @@ cannot call tools; a match asks the control model (stage 2) whether the reply pr
 image, a video or a search. This script measures stage 1 on two corpora written for the
 purpose (tests/data/):
 
-* `handoff_ordinary.jsonl`: replies that promise nothing (561), 212 of them hard negatives
+* `handoff_ordinary.jsonl`: replies that promise nothing (716), 292 of them hard negatives
   that talk about pictures, videos or searching ("I can't generate images", "here's a
   picture of how it works: …", "search results show …", "imagine a …");
-* `handoff_promising.jsonl`: replies that promise an image, a video or a search (150),
+* `handoff_promising.jsonl`: replies that promise an image, a video or a search (240),
   labelled by intent.
 
-It prints, for the shipped default patterns (`core/handoff.py`: seed 000's plus ours),
+It prints, for the shipped default patterns (`core/handoff_patterns.py`: seed 000's plus
+ours, with `core/handoff_guards.py`),
 seed 000's patterns alone, and a naive keyword peer measured in the same run:
 
 * stage-1 false positives on the ordinary set (each is one control-model call, not a
   hand-off: stage 2 decides), overall, on hard negatives, on the rest;
 * detection per intent on the promising set (a miss is a promise never kept);
 * stage-1 latency per reply, p50 and p99 (perf_counter_ns around each `match`, every
-  reply of both sets, `--repeat` passes), and on long replies (20 replies joined);
-* the same figures by part. The corpora were written in three batches: batch 1 (dev:
+  reply of both sets, `--repeat` passes; p50 also over the ordinary replies alone, what
+  most traffic is), and on long replies (20 replies joined);
+* the same figures by part. The corpora were written in four batches: batch 1 (dev:
   even rows, held-out: odd rows) before any pattern of ours existed, patterns written
   against dev's misses only; "fresh 1" after those were frozen (measured once, then the
-  patterns were revised against its misses); "fresh 2" after the final patterns were
-  frozen, measured once and never revised against.
+  patterns were revised against its misses); "fresh 2" after those were frozen, measured
+  once; then the patterns were revised against the misses and false positives of all
+  three (the guards, `core/handoff_guards.py`); "fresh 3" was written before that
+  revision, sealed, and measured once after it, never revised against.
 
 Stage 2 needs a model, and no model runs here. The section "after stage 2" uses a
 deterministic rule STAND-IN (negations, questions, advice, past tense → no promise),
@@ -31,11 +35,11 @@ labelled SIMULATED in the output: its figures say what such rules would leave, n
 control model does. The target "0 hand-offs after stage 2" is not measured by this script.
 
     .venv/bin/python bench/handoff.py
-    .venv/bin/python bench/handoff.py --errors fresh-2     # misses and false positives
+    .venv/bin/python bench/handoff.py --errors fresh-3     # misses and false positives
     .venv/bin/python bench/handoff.py --json results.json
 
 The last line printed is always
-`handoff_stage1_fp_rate=<r> detection_min=<d> detection_fresh2=<f> p99_us=<p>`.
+`handoff_stage1_fp_rate=<r> detection_min=<d> detection_fresh3=<f> p99_us=<p>`.
 """
 
 from __future__ import annotations
@@ -51,10 +55,13 @@ from pathlib import Path
 from typing import Any
 
 from common import REPO_DIR, load_average, machine_info, machine_line, percentile, render_table
-from sessiongate.core.handoff import INTENTS, SEED_PATTERNS, IntentPatterns, patterns_for
+from sessiongate.core.handoff import INTENTS
+from sessiongate.core.handoff_patterns import SEED_PATTERNS, IntentPatterns, patterns_for
 
 DATA = REPO_DIR / "tests" / "data"
-PARTS = ("dev", "held-out", "fresh-1", "fresh-2")
+PARTS = ("dev", "held-out", "fresh-1", "fresh-2", "fresh-3")
+#: The part written last, measured once and never revised against.
+LATEST = PARTS[-1]
 
 Matcher = Callable[[str], tuple[str, ...]]
 
@@ -260,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Latency.
     texts = [r.text for r in ordinary] + [r.text for r in promising]
+    n_ordinary = len(ordinary)
     long_texts = [" ".join(texts[i : i + 20]) for i in range(0, len(texts) - 20, 20)]
     rows = []
     peer_p99 = None
@@ -268,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         long = latencies_us(match, long_texts, args.repeat)
         figures = {
             "p50_us": percentile(flat(short), 0.5),
+            "ordinary_p50_us": percentile(flat(short[:n_ordinary]), 0.5),
             "p99_us": percentile(flat(short), 0.99),
             "best_p99_us": percentile(best(short), 0.99),
             "long_p50_us": percentile(flat(long), 0.5),
@@ -284,8 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" {sum(len(t) for t in texts) / len(texts):.0f} characters on average, and"
         f" {len(long_texts)} long ones of {mean_long:.0f})\n"
     )
-    headers = ["matcher", "p50", "p99", "p99 best", "long p50", "long p99", "long p99 best"]
-    print(render_table(headers, rows, right={1, 2, 3, 4, 5, 6}) + "\n")
+    headers = ["matcher", "p50", "ordinary p50", "p99", "p99 best", "long p50", "long p99"]
+    headers += ["long p99 best"]
+    print(render_table(headers, rows, right={1, 2, 3, 4, 5, 6, 7}) + "\n")
     print(
         "p99 best: the 99th percentile over replies of each reply's fastest pass (the"
         " machine's interruptions left out)\n"
@@ -312,9 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, o, p in (
         ("all", ordinary, promising),
         (
-            "fresh-2",
-            [r for r in ordinary if r.part == "fresh-2"],
-            [r for r in promising if r.part == "fresh-2"],
+            LATEST,
+            [r for r in ordinary if r.part == LATEST],
+            [r for r in promising if r.part == LATEST],
         ),
     ):
         q = quality(found["shipped defaults"], o, p, stage2=stand_in)
@@ -345,12 +355,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-    fresh2 = [r for r in promising if r.part == "fresh-2"]
-    q_fresh2 = quality(found["shipped defaults"], [], fresh2)
+    latest = [r for r in promising if r.part == LATEST]
+    q_latest = quality(found["shipped defaults"], [], latest)
     print(
         f"handoff_stage1_fp_rate={q_ours.fp_rate:.4f}"
         f" detection_min={min(q_ours.detection(i) for i in INTENTS):.4f}"
-        f" detection_fresh2={q_fresh2.detection_all:.4f}"
+        f" detection_{LATEST.replace('-', '')}={q_latest.detection_all:.4f}"
         f" p99_us={ours['latency']['p99_us']:.1f}"
     )
     return 0

@@ -31,21 +31,27 @@ from sessiongate.config import Settings, load_settings
 from sessiongate.config_handoff import HandoffConfig
 from sessiongate.core.events import HandoffEvent
 from sessiongate.core.handoff import (
-    DEFAULT_PATTERNS,
     INTENTS,
-    SEED_PATTERNS,
-    HandoffRequest,
-    IntentPatterns,
     artifact_in,
     artifact_link,
-    classifier_messages,
-    decide,
     failure_note,
-    parse_request,
-    patterns_for,
     prompt_argument,
     result_text,
     tools_for,
+)
+from sessiongate.core.handoff_classification import (
+    HandoffRequest,
+    classifier_messages,
+    decide,
+    parse_request,
+)
+from sessiongate.core.handoff_guards import guarded
+from sessiongate.core.handoff_patterns import (
+    DEFAULT_CUES,
+    DEFAULT_PATTERNS,
+    SEED_PATTERNS,
+    IntentPatterns,
+    patterns_for,
 )
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.users import Caller
@@ -98,6 +104,37 @@ def test_patterns_extend_the_defaults_or_replace_them_per_intent() -> None:
     assert replaced.match("I'll paint you one") == ("image",)
     # An intent without a tool is never matched.
     assert patterns_for(["search"], {}).match("let me draw a picture") == ()
+
+
+def test_guards_drop_a_match_framed_as_no_promise() -> None:
+    stage1 = patterns_for(INTENTS, {})
+    not_promises = [
+        "Sadly I cannot draw a picture of your house.",  # refusal
+        "I'm not able to render videos, sorry.",  # the refusal inside the match
+        "I drew a picture of your house last week, remember?",  # the past
+        "You could draw a picture of the house with charcoal.",  # advice
+        "Would you like me to draw a picture of the house?",  # a question
+        "Let me paint you a picture: a white house, a red door, a crooked chimney.",
+        "Picture this: a white house by the sea.",
+        "Drawing a picture of a house is harder than it looks.",  # gerund as subject
+        "I'll make a picture frame for the hallway this weekend.",  # compound noun
+    ]
+    for text in not_promises:
+        assert stage1.match(text) == (), text
+    # A refusal and a promise in one reply: the guarded match is skipped, the next counts.
+    assert stage1.match("I can't sing, but let me draw a picture of the house for you.") == (
+        "image",
+    )
+    # "look up who won last night" is about the past, the act is not.
+    assert stage1.match("Let me look up who won the race last night.") == ("search",)
+    # The guard only says no: the same words without their frame still match.
+    text = "sadly i cannot draw a picture of your house."
+    start = text.index("draw")
+    assert guarded(text, start, text.index(" of"))
+    assert not guarded(text.replace("sadly i cannot ", "let me "), 0, 20)
+    # An operator's own patterns are never guarded.
+    own = patterns_for(["image"], {"image": [r"cannot draw"]}, replace=["image"])
+    assert own.match("I cannot draw.") == ("image",)
 
 
 def test_stage_one_is_fast_on_a_long_reply() -> None:
@@ -440,6 +477,13 @@ def test_the_corpora_are_what_docs_benchmarks_md_measures() -> None:
     assert len({row["text"] for row in promising}) == len(promising)
     assert {row["intent"] for row in promising} == set(INTENTS)
     assert sum(1 for row in ordinary if row.get("hard")) >= 100
+    # Batch 4 ("fresh-3"), written before the last revision of the patterns and measured
+    # once after it (docs/benchmarks.md).
+    latest = [row for row in promising if row["part"] == "fresh-3"]
+    assert [sum(row["intent"] == i for row in latest) for i in INTENTS] == [40, 25, 25]
+    latest_ordinary = [row for row in ordinary if row["part"] == "fresh-3"]
+    assert len(latest_ordinary) >= 150
+    assert sum(1 for row in latest_ordinary if row["hard"]) >= len(latest_ordinary) / 2
 
 
 def test_stage_one_floors_on_the_corpora() -> None:
@@ -458,12 +502,20 @@ def test_stage_one_floors_on_the_corpora() -> None:
     # reach stage 2: the hard negatives that do are the ones that look like promises.
     easy = [row["text"] for row in ordinary if not row.get("hard")]
     assert sum(1 for text in easy if stage1.match(text)) <= CEILING_EASY_FALSE_POSITIVES
+    # The batch written before the patterns it is measured with.
+    latest = [row for row in promising if row["part"] == "fresh-3"]
+    for intent in INTENTS:
+        rows = [row for row in latest if row["intent"] == intent]
+        hits = sum(1 for row in rows if intent in stage1.match(row["text"]))
+        assert hits / len(rows) >= FLOOR_DETECTION_LATEST, (intent, hits, len(rows))
 
 
-#: bench/handoff.py on 2026-11-23: detection image 85.5 %, video 100 %, search 96 %;
-#: 36 of 561 ordinary replies (6.4 %) reach stage 2, all of them hard negatives.
-FLOOR_DETECTION = 0.85
-CEILING_FALSE_POSITIVES = 0.07
+#: bench/handoff.py on 2026-11-23: detection image 89.5 %, video 94.3 %, search 93.3 % on
+#: the whole set, 75 / 84 / 80 % on fresh-3; 3 of 716 ordinary replies (0.4 %) reach
+#: stage 2, all of them hard negatives.
+FLOOR_DETECTION = 0.89
+FLOOR_DETECTION_LATEST = 0.74
+CEILING_FALSE_POSITIVES = 0.01
 CEILING_EASY_FALSE_POSITIVES = 0
 
 
@@ -471,7 +523,8 @@ def test_the_cue_gate_never_changes_what_the_defaults_match() -> None:
     # The cues only skip work: on every corpus reply, and on pieces of them glued
     # together, the gated patterns match exactly what the ungated ones do.
     gated = patterns_for(INTENTS, {})
-    ungated = IntentPatterns(DEFAULT_PATTERNS)
+    ungated = IntentPatterns(DEFAULT_PATTERNS, guard=guarded)
+    assert set(DEFAULT_CUES) == set(INTENTS)
     texts = [
         row["text"]
         for name in ("handoff_ordinary.jsonl", "handoff_promising.jsonl")
@@ -490,7 +543,7 @@ def test_the_cue_gate_never_changes_what_the_defaults_match() -> None:
 LEXI_REPLIES = {
     "draw me a fox": "Ooh, a fox in the snow! Let me create an image of that for you.",
     "tell me about paris": "Paris is the capital of France, famous for its cafes and light.",
-    "can you make pictures?": "I can't generate images myself, but I can describe one in words.",
+    "can you make pictures?": "Sure, I'll draw you a picture as soon as I learn to hold a pencil.",
     "maybe a picture?": "Maybe I'll make a picture of it later, if you still want one.",
     "animate the waves": "Sure! Let me create a video of the waves rolling in at sunset.",
     "garble": "Let me draw a picture of that garden for you.",
@@ -498,7 +551,7 @@ LEXI_REPLIES = {
 #: The control model's answer, by what the reply says.
 CONTROL_ANSWERS = {
     "a fox in the snow": {"tool": "image", "prompt": "a red fox in the snow", "confidence": 0.93},
-    "can't generate": {"tool": None, "prompt": "", "confidence": 0.96},
+    "hold a pencil": {"tool": None, "prompt": "", "confidence": 0.96},
     "Maybe I'll make": {"tool": "image", "prompt": "a picture", "confidence": 0.4},
     "video of the waves": {"tool": "video", "prompt": "waves at sunset", "confidence": 0.88},
 }
@@ -682,7 +735,7 @@ def test_ordinary_conversation_is_no_false_positive(
     assert "handoff" not in kinds(events)
     assert len(wire.chat_bodies("control-model")) == asked  # stage 1 did not even match
     assert stored_reply(gw, "bob", events) == LEXI_REPLIES["tell me about paris"]
-    # A refusal that looks like a promise reaches stage 2, which says no promise.
+    # A joking refusal that looks like a promise reaches stage 2, which says no promise.
     events = turn(gw, "bob", "can you make pictures?")
     event = handoff_of(events)
     assert (event["status"], event["message"], event["tool"]) == ("skipped", "no_promise", None)

@@ -32,21 +32,22 @@ from sessiongate.config_handoff import HandoffConfig
 from sessiongate.core.events import HandoffEvent
 from sessiongate.core.handoff import (
     INTENTS,
-    MAX_ANSWER_CHARS,
-    HandoffRequest,
     Intent,
-    IntentPatterns,
     artifact_in,
     artifact_link,
-    classifier_messages,
-    decide,
     failure_note,
-    parse_request,
-    patterns_for,
     prompt_argument,
     result_text,
     tools_for,
 )
+from sessiongate.core.handoff_classification import (
+    MAX_ANSWER_CHARS,
+    HandoffRequest,
+    classifier_messages,
+    decide,
+    parse_request,
+)
+from sessiongate.core.handoff_patterns import IntentPatterns, patterns_for
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.core.users import Caller
