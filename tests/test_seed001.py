@@ -274,8 +274,10 @@ async def test_keys_made_elsewhere_are_open_to_both_and_v1_ws_to_every_key(gw: G
 # -- broadcast ------------------------------------------------------------------------------
 
 
-MESSAGE_FIELDS = {"type", "content", "timestamp"}
+# `event_id` (`<turn_id>.<seq>`): where a client resumes a dropped turn (docs/api.md).
+MESSAGE_FIELDS = {"type", "content", "timestamp", "event_id"}
 COMPLETE_FIELDS = {
+    "event_id",
     "type",
     "content",
     "message_count",

@@ -95,7 +95,13 @@ async def chat(
         "chat",
         body.model_dump(exclude=_NOT_HASHED),
     )
-    return await run_http_turn(engine, inbound, stream=body.stream, idempotent=idempotent)
+    return await run_http_turn(
+        engine,
+        inbound,
+        stream=body.stream,
+        idempotent=idempotent,
+        last_event_id=request.headers.get("last-event-id"),
+    )
 
 
 @router.post("/sessions/{key}/messages")
@@ -128,7 +134,13 @@ async def post_message(
         f"messages:{key}",
         body.model_dump(exclude=_NOT_HASHED),
     )
-    return await run_http_turn(engine, inbound, stream=body.stream, idempotent=idempotent)
+    return await run_http_turn(
+        engine,
+        inbound,
+        stream=body.stream,
+        idempotent=idempotent,
+        last_event_id=request.headers.get("last-event-id"),
+    )
 
 
 @router.post("/sessions/{key}/new")

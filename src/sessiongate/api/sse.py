@@ -29,12 +29,31 @@ from sessiongate.core.events import (
 from sessiongate.service.turns import TurnHandle
 
 
-def sse_frame(event: TurnEvent) -> bytes:
+def sse_frame(event: TurnEvent, sse_id: bytes = b"") -> bytes:
+    """One event; with `sse_id` (`<turn_id>.<seq>`, see `id_prefix`) an `id:` line too,
+    which a client sends back as `Last-Event-ID` to resume after it."""
     if isinstance(event, TokenEvent):  # the frame sent most often: no dict to build
         content = orjson.dumps(event.content)
-        return b'event: token\ndata: {"content":' + content + b',"type":"token"}\n\n'
+        if not sse_id:
+            return b'event: token\ndata: {"content":' + content + b',"type":"token"}\n\n'
+        return b"".join(
+            (
+                b"event: token\nid: ",
+                sse_id,
+                b'\ndata: {"content":',
+                content,
+                b',"type":"token"}\n\n',
+            )
+        )
     data = orjson.dumps(event_to_dict(event))
-    return b"event: " + event.type.encode() + b"\ndata: " + data + b"\n\n"
+    id_line = b"id: " + sse_id + b"\n" if sse_id else b""
+    return b"event: " + event.type.encode() + b"\n" + id_line + b"data: " + data + b"\n\n"
+
+
+def id_prefix(turn_id: str) -> bytes:
+    """What the SSE id of each of the turn's events starts with: the id of its `seq`-th
+    event (`start` is 1) is `id_prefix(turn_id) + b"%d" % seq`."""
+    return turn_id.encode() + b"."
 
 
 async def collect_reply(

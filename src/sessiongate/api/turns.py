@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.responses import Response
 
-from sessiongate.api.sse import collect_reply, reply_status, sse_frame
+from sessiongate.api.sse import collect_reply, id_prefix, reply_status, sse_frame
 from sessiongate.core.events import ErrorEvent, TurnEvent
 from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine
-from sessiongate.service.idempotency import IdempotentRequest
+from sessiongate.service.idempotency import IdempotentRequest, RepeatedTurn, ReplayedTurn
+from sessiongate.service.turn_journal import seq_after
 from sessiongate.service.turns import InboundTurn, TurnHandle
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -48,21 +49,40 @@ async def run_http_turn(
     *,
     stream: bool,
     idempotent: IdempotentRequest | None = None,
+    last_event_id: str | None = None,
 ) -> Response:
+    """The turn as SSE (each event with its `id: <turn_id>.<seq>`) or one JSON object.
+    `last_event_id` is the request's `Last-Event-ID` header: when the request joined its
+    turn while it runs (a retry with the same `Idempotency-Key`), the events up to that
+    one are not sent again; ids keep the turn's own seqs."""
     handle, first, events = await begin_turn(engine, inbound, idempotent)
     if not stream:
         body = await collect_reply(handle, [first], events)
         return JSONResponse(body, status_code=reply_status(body))
+    after = 0
+    # A replayed turn (it had ended) is a short stream of its own: sent whole, from its
+    # `start`, so the client redraws the turn.
+    if isinstance(handle, RepeatedTurn) and not isinstance(handle, ReplayedTurn):
+        after = seq_after(last_event_id, handle.turn_id) or 0
     headers = {**SSE_HEADERS, "X-Session-Key": inbound.key}
     return StreamingResponse(
-        _frames(first, events, handle), media_type="text/event-stream", headers=headers
+        _frames(first, events, handle, after), media_type="text/event-stream", headers=headers
     )
 
 
 async def _frames(
-    first: TurnEvent, rest: AsyncIterator[TurnEvent], handle: TurnHandle
+    first: TurnEvent, rest: AsyncIterator[TurnEvent], handle: TurnHandle, after: int
 ) -> AsyncIterator[bytes]:
-    yield sse_frame(first)
+    prefix = id_prefix(handle.turn_id)
+    seq = 1
+    if seq > after:
+        yield sse_frame(first, prefix + b"1")
     async for event in rest:
         # One write for the event and whatever else is already queued behind it.
-        yield b"".join([sse_frame(event), *(sse_frame(e) for e in handle.ready())])
+        frames: list[bytes] = []
+        for queued in (event, *handle.ready()):
+            seq += 1
+            if seq > after:
+                frames.append(sse_frame(queued, prefix + b"%d" % seq))
+        if frames:
+            yield b"".join(frames)

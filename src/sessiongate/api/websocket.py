@@ -11,6 +11,10 @@ never waits behind a queue of turns: each frame is checked at once (size, JSON, 
 then queued for its turn (at most `limits.ws_max_queued_frames` per socket; one more is
 answered `queue_full`). Turns on one socket run one at a time, in order.
 
+Every turn frame carries `event_id` (`<turn_id>.<seq>`, the SSE id of that event); a
+frame `{"type":"resume","turn_id","after"}` sends a turn's frames after that seq again
+(api/ws_resume.py), in a task of its own, so the socket's other traffic goes on.
+
 Seed 001's endpoints (service/seed_endpoints.py): without `?session_id=` the socket opens
 on the key its user last used on that endpoint; a key created through the other one is
 refused (`wrong_endpoint`). Every socket sees the turns other devices run on the keys it
@@ -22,123 +26,63 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import MutableMapping
-from datetime import UTC, datetime
-from typing import Any, assert_never
+from typing import Any
 
-import orjson
-from fastapi import APIRouter, FastAPI, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from sessiongate.api.auth import caller_for, routes_of
 from sessiongate.api.ws_broadcast import (
     Frame,
-    TurnBroadcast,
     TurnRelay,
     broadcast_copy,
-    build_broadcast,
+    now_iso,
     user_message_frame,
 )
 from sessiongate.api.ws_frames import FrameError, parse_frame
+from sessiongate.api.ws_link import GONE, SocketLink, SocketServices, install
+from sessiongate.api.ws_render import event_id, history_within, render
+from sessiongate.api.ws_resume import MAX_RESUMES, is_resume, open_resume
 from sessiongate.core.content import validate_content
-from sessiongate.core.events import (
-    ActionEvent,
-    ActionResultEvent,
-    AudioEvent,
-    ClassificationEvent,
-    ContextLogEvent,
-    EndEvent,
-    ErrorEvent,
-    HandoffEvent,
-    PlanEvent,
-    RotationEvent,
-    RouteEvent,
-    StartEvent,
-    TokenEvent,
-    ToolEndEvent,
-    ToolStartEvent,
-    TurnEvent,
-    event_to_dict,
-)
+from sessiongate.core.events import StartEvent
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.routing import RouteDecision
-from sessiongate.core.segments import Message
 from sessiongate.core.users import User
 from sessiongate.errors import InvalidInput, SessionGateError
 from sessiongate.service.engine import Engine
 from sessiongate.service.idempotency import RepeatedTurn, idempotent_request
-from sessiongate.service.seed_endpoints import SeedEndpoints, build_seed_endpoints
 from sessiongate.service.turns import InboundTurn, TurnHandle
 from sessiongate.store.endpoints_base import SEED_ENDPOINTS
+
+# `install` and `SocketServices` live beside the socket's outbound side; the app and the
+# seed routes find them here, with the endpoints.
+__all__ = ["ChatSocket", "SocketServices", "install", "router"]
 
 router = APIRouter()
 POLICY_VIOLATION = 1008
 #: The `ready` frame carries at most this share of the frame limit in history; older
 #: messages are paged through REST (`history_complete: false` says so).
 HISTORY_SHARE = 2
-#: Keys one socket watches at most: of its `ready` key and the keys its frames used, the
-#: ones used most recently.
-MAX_WATCHED = 16
-#: Other devices' frames waiting to be written to one socket; past this they are dropped
-#: and the socket is told once (`broadcast_overflow`).
-MAX_PENDING_BROADCAST = 4096
-#: What the client going away looks like when a frame is written to it.
-_GONE = (WebSocketDisconnect, RuntimeError, OSError)
 
 
-class SocketServices:
-    """What the WebSocket endpoints share in one app: the broadcast and seed 001's
-    endpoint rules. `install` puts them on `app.state`; the lifespan closes them."""
-
-    def __init__(self, broadcast: TurnBroadcast, seed: SeedEndpoints) -> None:
-        self.broadcast = broadcast
-        self.seed = seed
-
-    async def aclose(self) -> None:
-        await self.broadcast.aclose()
-        await self.seed.drain()
-
-
-def install(app: FastAPI, engine: Engine) -> SocketServices:
-    services = SocketServices(
-        build_broadcast(engine.store), build_seed_endpoints(engine.store, engine.sessions.clock)
-    )
-    # Turns no socket started (REST, OpenAI-compatible, …) are broadcast when they end.
-    engine.turns.after_turn(services.broadcast.finished)
-    engine.sessions.on_erase(services.seed.forget)
-    app.state.sockets = services
-    return services
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-class ChatSocket:
+class ChatSocket(SocketLink):
     """One connection: authenticate, announce, then read frames and run their turns."""
 
     def __init__(self, ws: WebSocket, endpoint: str, agent: str | None, label: str) -> None:
-        self.ws = ws
+        services: SocketServices = ws.app.state.sockets
+        super().__init__(ws, services.broadcast)
         self.endpoint = endpoint
         self.label = label
         self.engine: Engine = ws.app.state.engine
         self.limits = self.engine.settings.limits
         # One agent-selection rule for `ready` and every turn on this socket.
         self.agent = self.engine.turns.agent(agent)
-        self._send_lock = asyncio.Lock()
         #: `/v1/ws` without `?session_id=`: frames that name no key are routed one by one.
         self._routed = False
-        services: SocketServices = ws.app.state.sockets
-        self.hub = services.broadcast
         self.seed = services.seed
-        #: Keys (stored form) whose frames this socket receives, oldest first.
-        self._watched: dict[str, None] = {}
         #: Keys whose endpoint binding was checked and cannot change any more.
         self._settled: set[str] = set()
-        #: Other devices' frames, written by their own task so a slow socket never holds
-        #: up the turn that produced them.
-        self._pending: asyncio.Queue[Frame] = asyncio.Queue(MAX_PENDING_BROADCAST)
-        self._overflowed = False
-        #: The client went away: a turn still running is relayed to the others regardless.
-        self._gone = False
+        #: Turns this socket follows again after `resume` frames, each in its own task.
+        self._resumes: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
         await self.ws.accept()
@@ -169,13 +113,13 @@ class ChatSocket:
             loop = asyncio.get_running_loop()
             writer = loop.create_task(self._write_broadcasts())
             worker = loop.create_task(self._run_turns(user, key, queue))
-            await self._read_frames(queue)
-        except _GONE:
+            await self._read_frames(user, queue)
+        except GONE:
             return  # the client went away; a turn already started runs to its end
         finally:
             self._gone = True
             self.hub.unwatch(self)
-            for task in (worker, writer):
+            for task in (worker, writer, *self._resumes):
                 if task is not None:
                     # Frames still queued belong to a client that left: they never started.
                     # A turn already started is relayed to the others by its own task.
@@ -228,47 +172,6 @@ class ChatSocket:
         if await self.seed.check(ref, self.endpoint):
             self._settled.add(ref.storage_id)
 
-    async def _watch(self, user: User, key: str) -> None:
-        """Receive the turns other sockets and requests run on `key` from now on."""
-        try:
-            stored = caller_for(user).key(key).storage_id
-        except SessionGateError:
-            return  # a bad key watches nothing; its turns are refused anyway
-        if stored in self._watched:
-            self._watched[stored] = self._watched.pop(stored)  # now the newest
-            return
-        self._watched[stored] = None
-        if len(self._watched) > MAX_WATCHED:
-            oldest = next(iter(self._watched))  # the key this socket used longest ago
-            del self._watched[oldest]
-            self.hub.unwatch(self, oldest)
-        await self.hub.watch(self, stored)
-
-    def deliver(self, frame: Frame) -> None:
-        """Another device's frame for this socket (api/ws_broadcast.Watcher)."""
-        if self._gone:
-            return
-        try:
-            self._pending.put_nowait(frame)
-        except asyncio.QueueFull:
-            self._overflowed = True
-
-    async def _write_broadcasts(self) -> None:
-        while True:
-            frame = await self._pending.get()
-            try:
-                await self._send(frame)
-                if self._overflowed and self._pending.empty():
-                    self._overflowed = False
-                    await self._error(
-                        "broadcast_overflow",
-                        "this connection fell behind other devices' turns and some of their"
-                        " frames were dropped; reconnect to reload the history",
-                    )
-            except _GONE:
-                self._gone = True
-                return
-
     async def _route(self, user: User, mode: object) -> RouteDecision:
         query = self.ws.query_params
         if mode is None:
@@ -290,7 +193,7 @@ class ChatSocket:
             ref = caller_for(user).key(key)
             segment, messages = await self.engine.sessions.history(ref, self.agent.memory_window)
             latest_session_id = segment.session_id if segment else None
-            history, complete = _history_within(
+            history, complete = history_within(
                 messages, self.limits.ws_max_frame_bytes // HISTORY_SHARE
             )
         except SessionGateError:
@@ -304,12 +207,13 @@ class ChatSocket:
                 "content": f"{self.label} connected (session-persistent)",
                 "history": history,
                 "history_complete": complete,
-                "timestamp": _now(),
+                "timestamp": now_iso(),
             }
         )
 
-    async def _read_frames(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        """Read every frame as it comes; check it now, queue it for its turn."""
+    async def _read_frames(self, user: User, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        """Read every frame as it comes; check it now, queue it for its turn (a `resume`
+        starts at once, beside the turns)."""
         received = 0
         while True:
             frame = await self.ws.receive()
@@ -318,6 +222,9 @@ class ChatSocket:
             received += 1
             try:
                 data = self._check(frame)
+                if is_resume(data):
+                    self._resume(user, data, received)
+                    continue
             except FrameError as exc:
                 await self._error(exc.code, exc.message, frame_number=received)
                 continue
@@ -339,12 +246,37 @@ class ChatSocket:
             text, max_bytes=self.limits.ws_max_frame_bytes, max_depth=self.limits.ws_max_json_depth
         )
 
+    def _resume(self, user: User, data: dict[str, Any], frame_number: int) -> None:
+        """Follow a turn again in a task of its own (api/ws_resume.py), or FrameError."""
+        if len(self._resumes) >= MAX_RESUMES:
+            raise FrameError(
+                "too_many_resumes",
+                f"this connection already follows {MAX_RESUMES} resumed turns;"
+                " send it again when one has ended",
+            )
+        turn_id, frames = open_resume(self.engine.turn_journal, user.name, data, frame_number)
+
+        async def send_resumed() -> None:
+            try:
+                async for frame in frames:
+                    await self._send(frame)
+            except GONE:
+                self._gone = True
+            finally:
+                self._resuming.remove(turn_id)
+
+        self._resuming.append(turn_id)
+
+        task = asyncio.get_running_loop().create_task(send_resumed())
+        self._resumes.add(task)
+        task.add_done_callback(self._resumes.discard)
+
     async def _run_turns(self, user: User, default_key: str, queue: asyncio.Queue[Any]) -> None:
         while True:
             data = await queue.get()
             try:
                 await self._turn(user, default_key, data)
-            except _GONE:
+            except GONE:
                 return
             if self._gone:
                 return  # frames still queued belong to a client that left
@@ -429,7 +361,9 @@ class ChatSocket:
     ) -> None:
         key = ref.name
         started = False
+        seq = 0
         async for event in handle.events():
+            seq += 1
             if isinstance(event, StartEvent):
                 # The turn holds its key (created if new): now it counts as used here.
                 started = True
@@ -441,6 +375,7 @@ class ChatSocket:
             frame = render(event, key)
             if frame is None:
                 continue
+            frame["event_id"] = event_id(handle.turn_id, seq)
             if started:
                 relay.send(broadcast_copy(frame, key, handle.turn_id))
             if frame["type"] in ("complete", "error"):
@@ -448,25 +383,8 @@ class ChatSocket:
             if not self._gone:
                 try:
                     await self._send(frame)
-                except _GONE:
+                except GONE:
                     self._gone = True
-
-    async def _send(self, frame: dict[str, Any]) -> None:
-        async with self._send_lock:  # the reader's error frames and a turn's frames
-            await self.ws.send_text(orjson.dumps(frame).decode())
-
-    async def _error(self, code: str, message: str, frame_number: int | None = None) -> None:
-        frame: dict[str, Any] = {
-            "type": "error",
-            "code": code,
-            "content": message,
-            "message": message,
-            "timestamp": _now(),
-        }
-        if frame_number is not None:
-            frame["frame"] = frame_number  # which client frame this answers, counted from 1
-        with contextlib.suppress(RuntimeError):
-            await self._send(frame)
 
 
 class _QuietRelay(TurnRelay):
@@ -474,82 +392,6 @@ class _QuietRelay(TurnRelay):
 
     def send(self, frame: Frame) -> None:
         pass
-
-
-def render(event: TurnEvent, key: str) -> dict[str, Any] | None:
-    """A turn event in this protocol's wire form (None: not sent on this protocol)."""
-    match event:
-        case TokenEvent():
-            return {"type": "message", "content": event.content, "timestamp": _now()}
-        case RotationEvent():
-            return {**event.to_dict(), "timestamp": _now()}
-        case EndEvent():
-            return {
-                "type": "complete",
-                "content": "Response complete",
-                "message_count": event.message_count,
-                "message_id": event.message_id,
-                "status": event.status,
-                "session_id": key,
-                "usage": event.usage,
-                "timestamp": _now(),
-            }
-        case ErrorEvent():
-            return {
-                "type": "error",
-                "code": event.code,
-                "content": event.message,
-                "message": event.message,
-                "timestamp": _now(),
-            }
-        case (
-            ContextLogEvent()
-            | PlanEvent()
-            | ToolStartEvent()
-            | ToolEndEvent()
-            | RouteEvent()
-            | ClassificationEvent()
-            | ActionEvent()
-            | ActionResultEvent()
-            | HandoffEvent()
-            | AudioEvent()
-        ):
-            # The agent runtime's steps, in the same shape as on SSE.
-            return {**event_to_dict(event), "timestamp": _now()}
-        case StartEvent():
-            return None  # seed 001's protocol has no start frame
-        case _:
-            assert_never(event)
-
-
-def _history_within(messages: list[Message], budget: int) -> tuple[list[dict[str, Any]], bool]:
-    """The newest messages whose content fits in `budget` bytes, oldest first, and whether
-    that is all of them. A single message larger than the budget is cut to it (marked)."""
-    kept: list[dict[str, Any]] = []
-    used = 0
-    for message in reversed(messages):
-        size = len(message.content.encode("utf-8")) + 200
-        content = message.content
-        cut = False
-        if used + size > budget:
-            if kept:
-                break
-            content = message.content[: max(budget - 200, 0) // 4]  # ≤ 4 bytes per char
-            cut = True
-            size = budget
-        entry: dict[str, Any] = {
-            "role": message.role.value,
-            "content": content,
-            "timestamp": message.created_at.isoformat(),
-            "status": message.status.value,
-            "message_id": message.message_id,
-        }
-        if cut:
-            entry["content_truncated"] = True
-        kept.append(entry)
-        used += size
-    kept.reverse()
-    return kept, len(kept) == len(messages) and not any("content_truncated" in e for e in kept)
 
 
 @router.websocket("/v1/ws")

@@ -84,6 +84,12 @@ class RepeatedTurn(TurnHandle):
     already announced, so a transport does not broadcast them again."""
 
 
+class ReplayedTurn(RepeatedTurn):
+    """A finished turn answered from its kept outcome: a short stream of its own (start,
+    rotations, one token, end), whose seqs are not the original turn's. A client that
+    resumes (`Last-Event-ID`) gets it whole and redraws the turn from `start`."""
+
+
 class _Running:
     """One running turn's events, fanned out to every request that carries its key."""
 
@@ -252,7 +258,7 @@ def replay(record: IdempotencyRecord) -> TurnHandle:
     with the whole reply, then end or error."""
     result = record.result or {}
     start = StartEvent(**result["start"])
-    handle = RepeatedTurn(start.turn_id)
+    handle = ReplayedTurn(start.turn_id)
     handle.tool_calls = list(result.get("tool_calls") or [])
     handle.emit(start)
     for rotation in result.get("rotations") or []:

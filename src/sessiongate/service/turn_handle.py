@@ -89,7 +89,9 @@ AfterTurn = Callable[[FinishedTurn], Awaitable[None]]
 
 
 class TurnHandle:
-    """A running turn. Its events can be read once; the turn does not depend on it."""
+    """A running turn. Its events can be read once, in order (`events`, the transport that
+    started it); any number of followers may read them again (`follow`, a client that
+    reconnects). The turn does not depend on either."""
 
     def __init__(self, turn_id: str) -> None:
         self.turn_id = turn_id
@@ -106,22 +108,70 @@ class TurnHandle:
         #: The client's own tools the model asked for (an OpenAI client runs them):
         #: `{id, name, arguments}` each (service/client_reply.py).
         self.tool_calls: list[dict[str, str]] = []
+        #: Every event emitted so far; event `seq` is at index `seq - 1` (seq 1 is `start`).
+        self.journal: list[TurnEvent] = []
+        self.closed = False
+        #: Followers waiting for the next event; woken (and dropped) at each one.
+        self._waiting: list[asyncio.Future[None]] = []
+        #: Called once when the stream ends (service/turn_journal.py keeps the turn).
+        self.on_close: Callable[[TurnHandle], None] | None = None
 
     def emit(self, event: TurnEvent) -> None:
         if isinstance(event, EndEvent):
             self.status = event.status if event.message_id else "command"
+        # The turn's hot path: one append and one test, no lock, no await.
+        self.journal.append(event)
         self._queue.put_nowait(event)
+        if self._waiting:
+            self._wake()
 
     def fail(self, code: str, message: str, status: int = 502) -> None:
         self.error_code = code
-        self._queue.put_nowait(ErrorEvent(code, message, status))
+        event = ErrorEvent(code, message, status)
+        self.journal.append(event)
+        self._queue.put_nowait(event)
+        if self._waiting:
+            self._wake()
 
     def close(self) -> None:
         self._queue.put_nowait(None)
+        if self.closed:
+            return
+        self.closed = True
+        self._wake()
+        if self.on_close is not None:
+            self.on_close(self)
 
     async def events(self) -> AsyncIterator[TurnEvent]:
         while (event := await self._queue.get()) is not None:
             yield event
+
+    async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, TurnEvent]]:
+        """`(seq, event)` for every event with seq > `after`: those already emitted, then
+        the rest as they come, until the stream ends. Never touches the `events` queue."""
+        seq = max(after, 0)
+        while True:
+            journal = self.journal
+            while seq < len(journal):
+                event = journal[seq]
+                seq += 1
+                yield seq, event
+            if self.closed:
+                return
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                await waiter
+            finally:
+                # Woken: already dropped. Cancelled (the follower left): drop it now.
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(waiter)
+
+    def _wake(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for waiter in waiting:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def ready(self) -> list[TurnEvent]:
         """The events already queued, without waiting: lets a transport write a burst of

@@ -53,16 +53,13 @@ from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService
 from sessiongate.service.attachments import keep_attachments
 from sessiongate.service.client_reply import run_client_reply
-from sessiongate.service.conversations import ClientPlan, ConversationService
+from sessiongate.service.conversation_plan import ClientPlan
+from sessiongate.service.conversations import ConversationService
 from sessiongate.service.plain_reply import stream_plain_reply
+from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
 from sessiongate.service.safety_gate import SafetyGate, UnsafeRequest, Verdict, leave_out_unsafe
 from sessiongate.service.scripted_reply import ScriptedReplies, ScriptedTurn, with_contract_prompt
-from sessiongate.service.sessions import (
-    Caller,
-    SessionService,
-    thread_segment_ids,
-    validate_recall,
-)
+from sessiongate.service.sessions import Caller, SessionService
 from sessiongate.service.turn_handle import (
     AfterTurn,
     FinishedTurn,
@@ -72,6 +69,7 @@ from sessiongate.service.turn_handle import (
     TurnListener,
     TurnOutcome,
 )
+from sessiongate.service.turn_journal import TurnJournal
 from sessiongate.service.turn_ports import HandoffStage, Speaker
 from sessiongate.service.turn_rotation import RotationStage, rotation_event
 
@@ -121,6 +119,8 @@ class TurnService:
         self.rotations = RotationStage(sessions, judges)
         self._running: set[asyncio.Task[None]] = set()
         self._listeners: list[TurnListener] = []
+        #: Keeps each turn's events readable again by its owner (set by the engine).
+        self.journal: TurnJournal | None = None
 
     def on_turn(self, listener: TurnListener) -> None:
         """Called once per finished turn (metrics, hooks)."""
@@ -151,6 +151,8 @@ class TurnService:
         if inbound.recall is not None:
             validate_recall(inbound.recall.query, inbound.recall.rationale, inbound.recall.limit)
         handle = TurnHandle(self.sessions.ids.new())
+        if self.journal is not None:
+            self.journal.register(handle, inbound.caller.name, ref.name)
         task = asyncio.get_running_loop().create_task(self._run(inbound, ref, agent, handle))
         handle.task = task
         self._running.add(task)
