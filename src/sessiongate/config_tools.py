@@ -65,6 +65,13 @@ class NotesConfig(Section):
     top_k: int = Field(5, ge=1, le=50)
     #: The longest note accepted, in characters.
     max_note_chars: int = Field(200_000, ge=100, le=10_000_000)
+    #: The most notes one user may keep; a note past it is refused (409 note_limit_reached).
+    max_notes_per_user: int = Field(10_000, ge=1, le=10_000_000)
+
+
+class TasksConfig(Section):
+    #: The most tasks (open and done) one user may keep; past it: 409 task_limit_reached.
+    max_tasks_per_user: int = Field(10_000, ge=1, le=10_000_000)
 
 
 class WeatherToolConfig(Section):

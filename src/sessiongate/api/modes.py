@@ -5,6 +5,7 @@
     POST  /v1/modes/{mode}/lock       -> {mode, locked: true, locked_at, ended}
     GET   /v1/users                   -> {users: [{name, primary, admin, modes_enabled}]}  (admin)
     PATCH /v1/users/{name} {modes_enabled}  -> {name, primary, admin, modes_enabled}  (admin)
+    DELETE /v1/users/{name}           -> {erased, counts: {...}}  (admin; service/user_erasure.py)
 
 `{mode:path}` takes a name with a slash in it too (`..%2Fx`), so that it is refused
 as 400 `invalid_mode` like any other bad name rather than missing every route.
@@ -31,6 +32,7 @@ from sessiongate.durations import MAX_DURATION, parse_duration
 from sessiongate.errors import Forbidden, InvalidInput
 from sessiongate.service.engine import Engine
 from sessiongate.service.modes import MAX_ENABLED, ModeNotFound, ModeService, ModeView
+from sessiongate.service.user_erasure import user_erasure
 
 router = APIRouter(prefix="/v1")
 
@@ -167,3 +169,10 @@ async def change_user(
 ) -> dict[str, Any]:
     user = await modes_of(request).set_enabled(admin, name, body.modes_enabled)
     return user_json(user)
+
+
+@router.delete("/users/{name}")
+async def erase_user(name: str, admin: AdminUser, request: Request) -> dict[str, Any]:
+    """The user and everything derived from them, gone; how many rows of each kind."""
+    report = await user_erasure(request.app.state.engine).erase(name, by=admin.name)
+    return {"erased": report.user, "counts": dict(sorted(report.counts.items()))}

@@ -15,6 +15,7 @@ from sessiongate.cli.common import (
     ConfigOption,
     console,
     errors,
+    fail,
     print_table,
     settings_or_exit,
     with_engine,
@@ -28,6 +29,8 @@ from sessiongate.core.users import User
 from sessiongate.errors import ConfigError, InvalidInput, SessionNotFound
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import ChainView
+from sessiongate.service.user_erasure import OPERATOR as ERASER
+from sessiongate.service.user_erasure import user_erasure
 
 app = typer.Typer(
     help="sessiongate: durable conversation sessions for AI assistants.",
@@ -173,6 +176,30 @@ def users_revoke(name: str, config: ConfigOption = None) -> None:
         markup=False,
         highlight=False,
     )
+
+
+@users_app.command("erase")
+def users_erase(
+    name: str,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Erase without asking (needed when not on a terminal).")
+    ] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Erase a user and everything derived from them: keys and chains, artifacts and their
+    files, notes, tasks, mode unlocks, webhook deliveries, API keys. Cannot be undone."""
+    from sessiongate.logs import configure_logging
+
+    if not yes:
+        if not sys.stdin.isatty():
+            raise fail(f"not erasing {name} without --yes (there is no terminal to ask on)", 2)
+        typer.confirm(
+            f"Erase user {name} and everything of theirs? This cannot be undone", abort=True
+        )
+    configure_logging()  # the audit line goes to stderr, as `serve` logs it
+    report = with_engine(config, lambda e: user_erasure(e).erase(name, by=ERASER))
+    counts = ", ".join(f"{kind} {n}" for kind, n in sorted(report.counts.items()) if n)
+    console.print(f"erased {name}: {counts or 'nothing but the user'}", markup=False)
 
 
 @users_app.command("rotate-key")

@@ -169,7 +169,12 @@ class NoteService:
             vectors = await self.embedder.embed([prefix + chunk for chunk in chunks])
             embedder_name = self.embedder.name
         replaced = await self.store.add_note(
-            note, chunks, vectors, embedder_name, replace_source=replace_source
+            note,
+            chunks,
+            vectors,
+            embedder_name,
+            replace_source=replace_source,
+            max_notes=self.config.max_notes_per_user,
         )
         self._cache.pop(owner, None)
         return note, replaced
@@ -178,6 +183,10 @@ class NoteService:
         checked = validate_note_id(note_id)
         if not await self.store.delete_note(owner, checked):
             raise NoteNotFound(f"no note {checked}")
+        self._cache.pop(owner, None)
+
+    def forget_owner(self, owner: str) -> None:
+        """The owner was erased (service/user_erasure.py): drop their cached vectors."""
         self._cache.pop(owner, None)
 
     # -- reads ------------------------------------------------------------------------

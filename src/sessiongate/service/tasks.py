@@ -24,7 +24,7 @@ from sessiongate.core.tasks import (
     validate_task_id,
     validate_title,
 )
-from sessiongate.errors import InvalidInput, NotFound
+from sessiongate.errors import Conflict, InvalidInput, NotFound
 from sessiongate.store.base import Store
 from sessiongate.store.tasks_base import Task, TaskStore, TaskUpdate
 
@@ -33,6 +33,12 @@ class TaskNotFound(NotFound):
     """Unknown id, or another user's task (never say which)."""
 
     code = "task_not_found"
+
+
+class TaskLimitReached(Conflict):
+    """The owner has `[tasks] max_tasks_per_user` tasks already."""
+
+    code = "task_limit_reached"
 
 
 class _Unchanged:
@@ -45,10 +51,14 @@ UNCHANGED: Final = _Unchanged()
 
 
 class TaskService:
-    def __init__(self, store: TaskStore, ids: IdGenerator, clock: Clock) -> None:
+    def __init__(
+        self, store: TaskStore, ids: IdGenerator, clock: Clock, *, max_tasks: int = 10_000
+    ) -> None:
         self.store = store
         self.ids = ids
         self.clock = clock
+        #: `[tasks] max_tasks_per_user`: open and done tasks alike count.
+        self.max_tasks = max_tasks
 
     async def add(
         self,
@@ -76,7 +86,11 @@ class TaskService:
             updated_at=now,
             completed_at=None,
         )
-        await self.store.add_task(task)
+        if not await self.store.add_task(task, self.max_tasks):
+            raise TaskLimitReached(
+                f"you have {self.max_tasks} tasks (open and done), the most one user may"
+                " keep here; the gateway's [tasks] max_tasks_per_user sets that number"
+            )
         return task
 
     async def get(self, owner: str, task_id: object) -> Task:
@@ -160,7 +174,9 @@ def task_json(task: Task) -> dict[str, Any]:
     }
 
 
-def build_task_service(store: Store, clock: Clock, ids: IdGenerator) -> TaskService:
+def build_task_service(
+    store: Store, clock: Clock, ids: IdGenerator, *, max_tasks: int = 10_000
+) -> TaskService:
     """The task rows beside the session store's (same connection or pool)."""
     from sessiongate.store.sqlite import SQLiteStore
 
@@ -177,4 +193,4 @@ def build_task_service(store: Store, clock: Clock, ids: IdGenerator) -> TaskServ
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no task store for {type(store).__name__}")
         rows = PostgresTaskStore(store)
-    return TaskService(rows, ids, clock)
+    return TaskService(rows, ids, clock, max_tasks=max_tasks)

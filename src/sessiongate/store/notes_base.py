@@ -18,9 +18,22 @@ import numpy as np
 import numpy.typing as npt
 
 from sessiongate.core.notes import Vectors
+from sessiongate.errors import Conflict
 from sessiongate.store.base import Row
 
 ChunkIds = npt.NDArray[np.int64]
+
+
+class NoteLimitReached(Conflict):
+    """The owner already keeps `[notes] max_notes_per_user` notes (raised by `add_note`)."""
+
+    code = "note_limit_reached"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"you have {limit} notes, the most one user may keep here; delete some"
+            " (DELETE /v1/notes/{id}) or ask the operator to raise [notes] max_notes_per_user"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +105,14 @@ class NoteStore(Protocol):
         embedder: str | None,
         *,
         replace_source: bool = False,
+        max_notes: int | None = None,
     ) -> int:
         """Keep the note and its chunks (with `vectors[i]` for `chunks[i]` when given), in
         one transaction. `replace_source`: first remove the owner's notes with the same
-        source (an import of a file it has seen before); returns how many went."""
+        source (an import of a file it has seen before); returns how many went.
+        `max_notes`: raise NoteLimitReached, writing nothing, when the owner would keep
+        more notes than that; counted in the same transaction, with concurrent adds of
+        the owner serialised, so they never pass it."""
         ...
 
     async def list_notes(self, owner: str, limit: int, before: str | None) -> list[Note]:

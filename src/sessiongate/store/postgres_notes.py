@@ -14,6 +14,7 @@ from sessiongate.store.notes_base import (
     ChunkVectors,
     Note,
     NoteChunk,
+    NoteLimitReached,
     note_from_row,
     vector_bytes,
     vectors_from,
@@ -57,21 +58,28 @@ class PostgresNoteStore:
         embedder: str | None,
         *,
         replace_source: bool = False,
+        max_notes: int | None = None,
     ) -> int:
         if vectors is not None and len(vectors) != len(chunks):
             raise ValueError("one vector per chunk")
         async with self._store.transaction() as db:
             replaced = 0
-            if replace_source and note.source is not None:
-                # The row lock of the version row serialises two imports of one owner, so
-                # two processes importing the same file cannot both keep a copy.
+            if max_notes is not None or (replace_source and note.source is not None):
+                # The row lock of the version row serialises two writes of one owner, so
+                # two processes importing the same file cannot both keep a copy, and two
+                # adds at the cap cannot both count the notes before either is kept.
                 await db.execute(_BUMP_SQL, note.owner)
+            if replace_source and note.source is not None:
                 gone = await db.fetch(
                     "DELETE FROM notes WHERE owner = $1 AND source = $2 RETURNING id",
                     note.owner,
                     note.source,
                 )
                 replaced = len(gone)
+            if max_notes is not None:
+                kept = await db.fetchval("SELECT count(*) FROM notes WHERE owner = $1", note.owner)
+                if kept >= max_notes:
+                    raise NoteLimitReached(max_notes)  # rolls back a replacement too
             await db.execute(
                 f"INSERT INTO notes ({NOTE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)",
                 note.note_id,

@@ -8,10 +8,19 @@ import asyncpg
 
 from sessiongate.core.tasks import TaskStatus
 from sessiongate.store.postgres import PostgresStore
+from sessiongate.store.postgres_locks import lock_id
 from sessiongate.store.postgres_rows import utc
 from sessiongate.store.tasks_base import TASK_COLUMNS, Task, TaskUpdate, task_from_row
 
 _INSERT = f"INSERT INTO tasks ({TASK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+# The same row, only while the owner has fewer than $11 tasks. Under READ COMMITTED two
+# transactions would both count the old rows, so the caller first takes the owner's
+# transaction-scoped advisory lock: adds of one owner go one at a time, in every process.
+_INSERT_UNDER_CAP = (
+    f"INSERT INTO tasks ({TASK_COLUMNS})"
+    " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10"
+    " WHERE (SELECT count(*) FROM tasks WHERE owner = $2) < $11"
+)
 
 # One statement, so a concurrent update of another field is never lost. The right-hand
 # sides all read the row as it was before this update. The casts tell PostgreSQL the
@@ -38,7 +47,9 @@ class PostgresTaskStore:
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
 
-    async def add_task(self, task: Task) -> None:
+    async def add_task(self, task: Task, max_tasks: int | None = None) -> bool:
+        if max_tasks is not None:
+            return await self._add_under_cap(task, max_tasks)
         async with self._store.transaction(single_statement=True) as db:
             await db.execute(
                 _INSERT,
@@ -53,6 +64,28 @@ class PostgresTaskStore:
                 utc(task.updated_at),
                 None if task.completed_at is None else utc(task.completed_at),
             )
+        return True
+
+    async def _add_under_cap(self, task: Task, max_tasks: int) -> bool:
+        async with self._store.transaction() as db:
+            # NUL never occurs in a key's storage id, so this lock is never a key's.
+            cap_lock = lock_id(f"tasks-cap\x00{task.owner}")
+            await db.execute("SELECT pg_advisory_xact_lock($1)", cap_lock)
+            status = await db.execute(
+                _INSERT_UNDER_CAP,
+                task.task_id,
+                task.owner,
+                task.title,
+                task.status,
+                task.due,
+                task.source_key,
+                task.source_turn_id,
+                utc(task.created_at),
+                utc(task.updated_at),
+                None if task.completed_at is None else utc(task.completed_at),
+                max_tasks,
+            )
+        return bool(status == "INSERT 0 1")
 
     async def get_task(self, owner: str, task_id: str) -> Task | None:
         row = await self._store.pool.fetchrow(

@@ -31,6 +31,7 @@ from sessiongate.store.notes_base import (
     ChunkVectors,
     Note,
     NoteChunk,
+    NoteLimitReached,
     note_from_row,
     vector_bytes,
     vectors_from,
@@ -75,10 +76,12 @@ class SQLiteNoteStore:
         embedder: str | None,
         *,
         replace_source: bool = False,
+        max_notes: int | None = None,
     ) -> int:
         if vectors is not None and len(vectors) != len(chunks):
             raise ValueError("one vector per chunk")
         replaced = 0
+        # BEGIN IMMEDIATE: the count below and the insert see no other writer between them.
         with self._store.transaction() as db:
             if replace_source and note.source is not None:
                 old = [
@@ -91,6 +94,12 @@ class SQLiteNoteStore:
                 for note_id in old:
                     _delete(db, note_id)
                 replaced = len(old)
+            if max_notes is not None:
+                (kept,) = db.execute(
+                    "SELECT count(*) FROM notes WHERE owner = ?", (note.owner,)
+                ).fetchone()
+                if kept >= max_notes:
+                    raise NoteLimitReached(max_notes)  # rolls back a replacement too
             db.execute(
                 f"INSERT INTO notes ({NOTE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
                 (

@@ -36,10 +36,14 @@ class SQLiteTaskStore:
         self._store = store
         self._conn: sqlite3.Connection = store.connection
 
-    async def add_task(self, task: Task) -> None:
+    async def add_task(self, task: Task, max_tasks: int | None = None) -> bool:
+        # Count and insert in one statement inside BEGIN IMMEDIATE: every writer, in any
+        # process, waits for the write lock, so concurrent adds cannot pass the cap.
         with self._store.transaction() as db:
-            db.execute(
-                f"INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            cursor = db.execute(
+                f"INSERT INTO tasks ({TASK_COLUMNS})"
+                " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+                " WHERE ? IS NULL OR (SELECT count(*) FROM tasks WHERE owner = ?) < ?",
                 (
                     task.task_id,
                     task.owner,
@@ -51,8 +55,12 @@ class SQLiteTaskStore:
                     to_micros(task.created_at),
                     to_micros(task.updated_at),
                     None if task.completed_at is None else to_micros(task.completed_at),
+                    max_tasks,
+                    task.owner,
+                    max_tasks,
                 ),
             )
+            return cursor.rowcount == 1
 
     async def get_task(self, owner: str, task_id: str) -> Task | None:
         row = self._conn.execute(

@@ -69,7 +69,11 @@ def task_from_row(row: Row, to_time: Callable[[Any], datetime]) -> Task:
 
 
 class TaskStore(Protocol):
-    async def add_task(self, task: Task) -> None: ...
+    async def add_task(self, task: Task, max_tasks: int | None = None) -> bool:
+        """Keep the task; with `max_tasks`, only while the owner has fewer tasks than
+        that, counted and inserted atomically (concurrent adds never pass the cap).
+        False: the owner is at the cap and nothing was written."""
+        ...
 
     async def get_task(self, owner: str, task_id: str) -> Task | None:
         """The owner's task; None for an unknown id and for another user's alike."""
