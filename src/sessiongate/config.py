@@ -39,6 +39,7 @@ from sessiongate.config_tools import (
     McpServerConfig,
     NotesConfig,
     Runner,
+    TasksConfig,
     ToolsConfig,
     check_tool_patterns,
 )
@@ -273,6 +274,11 @@ class LimitsConfig(Section):
     body_timeout: Duration = timedelta(seconds=30)
     #: How long a turn's outcome is kept for retries with its `Idempotency-Key`.
     idempotency_retention: Duration = timedelta(hours=24)
+    #: A finished turn's events stay readable again (GET /v1/turns/{id}/events, a
+    #: socket's `resume`) this long, in this process; at most `turn_replay_turns` of them
+    #: are kept (the oldest dropped first), so memory stays bounded.
+    turn_replay_retention: Duration = timedelta(minutes=10)
+    turn_replay_turns: int = Field(1000, ge=0, le=1_000_000)
     #: WebSocket: the largest frame (bytes) and the deepest JSON nesting a frame may hold;
     #: a frame over either gets an error frame and the socket stays open.
     ws_max_frame_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
@@ -310,6 +316,7 @@ class Settings(BaseSettings):
     compat: CompatConfig = CompatConfig()
     mcp: dict[str, McpServerConfig] = {}
     notes: NotesConfig = NotesConfig()
+    tasks: TasksConfig = TasksConfig()
     tools: ToolsConfig = ToolsConfig()
     #: First match wins; none configured: seed 000's table (DESIGN.md §8).
     routes: list[RouteConfig] = []

@@ -19,6 +19,8 @@ from sessiongate.api import (
     rest,
     seed_compat,
     tools,
+    turn_events,
+    web,
     websocket,
 )
 from sessiongate.api import hooks as hooks_api
@@ -158,4 +160,6 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.include_router(modes_api.router)
     app.include_router(speech_api.router)
     app.include_router(hooks_api.router)
+    app.include_router(turn_events.router)
+    app.include_router(web.router)
     return app

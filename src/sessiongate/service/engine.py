@@ -37,6 +37,7 @@ from sessiongate.service.sessions import SessionService
 from sessiongate.service.speech import SpeechService
 from sessiongate.service.task_extraction import build_task_extractor
 from sessiongate.service.tasks import TaskService, build_task_service
+from sessiongate.service.turn_journal import TurnJournal
 from sessiongate.service.turns import TurnService
 from sessiongate.service.users import UserService
 from sessiongate.store.base import Store, UserStore
@@ -74,6 +75,9 @@ class Engine:
     hooks: HookService | None = None
     #: Exactly-once turns: requests with an `Idempotency-Key` (service/idempotency.py).
     idempotency: IdempotencyService | None = None
+    #: This process's recent turns, readable again after a dropped connection
+    #: (GET /v1/turns/{id}/events, a socket's `resume`; service/turn_journal.py).
+    turn_journal: TurnJournal | None = None
 
     async def start(self) -> None:
         """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
@@ -199,7 +203,9 @@ def build_engine(
     notes = build_note_service(settings, store, clock, sessions.ids)
     tools.add_source(notes_tool_source(notes))
     # A user's tasks outlive the key they came from, so no on_erase hook here.
-    tasks = build_task_service(store, clock, sessions.ids)
+    tasks = build_task_service(
+        store, clock, sessions.ids, max_tasks=settings.tasks.max_tasks_per_user
+    )
     tools.add_source(tasks_tool_source(tasks))
     turns = TurnService(
         sessions,
@@ -212,6 +218,10 @@ def build_engine(
         scripted=ScriptedReplies(registry, build_script_runner(settings, agents)),
     )
     delegates.bind(turns.start_turn)
+    turns.journal = TurnJournal(
+        retention=settings.limits.turn_replay_retention,
+        max_finished=settings.limits.turn_replay_turns,
+    )
     conversations = build_conversation_service(settings, sessions, registry)
     turns.conversations = conversations
     speech = build_speech_service(settings, agents, artifacts)
@@ -246,6 +256,7 @@ def build_engine(
         speech=speech,
         hooks=hooks,
         idempotency=build_idempotency_service(store, clock, settings.limits.idempotency_retention),
+        turn_journal=turns.journal,
     )
 
 

@@ -1,0 +1,273 @@
+// One turn on screen: the user's message, then everything the gateway says about it in the
+// order it happened (rotation, route, classification, plan, tool steps, text, hand-off,
+// action, end, audio, error). Live events and a resumed stream use the same code.
+
+import { el, errorEl, pretty, timeEl } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+
+const REASONS = {
+  manual: "manual (/new)",
+  idle: "idle gap",
+  day_boundary: "day boundary",
+  semantic: "new topic (semantic)",
+  revert: "revert",
+  fork: "fork (edited message)",
+};
+
+export function reasonLabel(reason) {
+  return REASONS[reason] || reason || "first segment";
+}
+
+export function userMessage(content, when) {
+  return el(
+    "div",
+    { class: "msg user" },
+    el("div", { class: "who" }, "You", when ? [" · ", timeEl(when)] : null),
+    el("div", { class: "text plain" }, content),
+  );
+}
+
+function note(kind, ...children) {
+  return el("p", { class: `note ${kind}` }, ...children);
+}
+
+function steps(summary, ...body) {
+  return el("details", { class: "step" }, el("summary", {}, summary), ...body);
+}
+
+function block(label, value) {
+  return [el("div", { class: "label" }, label), el("pre", {}, pretty(value))];
+}
+
+export class TurnView {
+  /** `hooks.onRevert()` undoes a semantic rotation; `hooks.playAudio(url)` resolves to a
+   *  blob: URL for an artifact. */
+  constructor(hooks) {
+    this.hooks = hooks;
+    this.node = el("article", { class: "turn" });
+    this.userNode = null;
+    this.body = el("div", { class: "msg assistant" }, el("div", { class: "who" }, "Assistant"));
+    this.node.append(this.body);
+    this.texts = []; // [{node, text}] in order: text between other events
+    this.tools = new Map();
+    this.finished = false;
+  }
+
+  setUser(content) {
+    this.userNode?.remove();
+    this.userNode = userMessage(content);
+    this.node.prepend(this.userNode);
+  }
+
+  /** Forget every event shown: a `start` event begins the turn again (a replay). */
+  reset() {
+    this.body.replaceChildren(el("div", { class: "who" }, "Assistant"));
+    this.texts = [];
+    this.tools.clear();
+    this.finished = false;
+  }
+
+  get text() {
+    return this.texts.map((part) => part.text).join("");
+  }
+
+  apply(type, data) {
+    const handler = this[`on_${type}`];
+    if (handler) handler.call(this, data);
+  }
+
+  add(node) {
+    this.body.append(node);
+  }
+
+  on_start() {
+    this.reset();
+  }
+
+  on_token(data) {
+    let last = this.texts[this.texts.length - 1];
+    if (!last || last.node !== this.body.lastChild) {
+      last = { node: el("div", { class: "text streaming" }), text: "" };
+      this.texts.push(last);
+      this.add(last.node);
+    }
+    last.text += data.content || "";
+    last.node.textContent = last.text; // plain while streaming; Markdown once it ends
+  }
+
+  on_rotation(data) {
+    const revert =
+      data.reason === "semantic"
+        ? el("button", { type: "button", onclick: () => this.hooks.onRevert() }, "Revert")
+        : null;
+    this.add(
+      note(
+        "rotation",
+        `New segment: ${reasonLabel(data.reason)}`,
+        data.confidence != null ? ` (confidence ${data.confidence})` : "",
+        " · ",
+        timeEl(data.at || new Date().toISOString()),
+        revert ? [" ", revert] : null,
+      ),
+    );
+  }
+
+  on_route(data) {
+    const mode = data.mode ? `, mode ${data.mode}` : "";
+    this.add(note("meta", `Routed to ${data.agent} on ${data.session_key}${mode} (${data.reason})`));
+  }
+
+  on_classification(data) {
+    const by = data.deciding_model ? ` by ${data.deciding_model}` : "";
+    const confidence = data.confidence != null ? ` (${data.confidence})` : "";
+    this.add(note("meta", `Classified ${data.label}${confidence}${by}`));
+  }
+
+  on_plan(data) {
+    const plan = Array.isArray(data.plan) ? data.plan : [];
+    const items = plan.map((step) =>
+      el(
+        "li",
+        {},
+        step.tool ? el("code", {}, step.tool) : "answer",
+        step.tool_input ? [" ", JSON.stringify(step.tool_input)] : null,
+        step.description ? [" — ", step.description] : null,
+      ),
+    );
+    this.add(steps(`Plan: ${plan.length} steps`, el("ol", {}, items)));
+  }
+
+  on_tool_start(data) {
+    const summary = el("span", {}, `Tool ${data.name}: running`);
+    const details = steps(summary, ...block("Input", data.input ?? {}));
+    details.dataset.callId = data.call_id || "";
+    this.tools.set(data.call_id, { details, summary });
+    this.add(details);
+  }
+
+  on_tool_end(data) {
+    let entry = this.tools.get(data.call_id);
+    if (!entry) {
+      this.on_tool_start({ call_id: data.call_id, name: data.name, input: null });
+      entry = this.tools.get(data.call_id);
+    }
+    const took = data.duration_ms != null ? `, ${Math.round(data.duration_ms)} ms` : "";
+    entry.summary.textContent = `Tool ${data.name}: ${data.status}${took}`;
+    entry.details.classList.add(`status-${data.status}`);
+    entry.details.append(...block("Output", data.output ?? ""));
+  }
+
+  on_context_log(data) {
+    const log = Array.isArray(data.log) ? data.log : [];
+    const items = log.map((entry) =>
+      el("li", {}, `${entry.action ?? ""}: `, el("code", {}, pretty(entry.result ?? ""))),
+    );
+    this.add(steps(`Context log: ${log.length} entries`, el("ol", {}, items)));
+  }
+
+  on_handoff(data) {
+    const why = data.message ? ` — ${data.message}` : "";
+    this.add(note("meta", `Hand-off ${data.intent} → ${data.tool ?? "none"}: ${data.status}${why}`));
+  }
+
+  on_action(data) {
+    this.add(steps(`Action for this device (${data.language})`, ...block("Script", data.script)));
+  }
+
+  on_action_result(data) {
+    const exit = data.killed ? `killed (${data.reason})` : `exit ${data.exit_code}`;
+    this.add(
+      steps(
+        `Action ran on the gateway: ${exit}`,
+        ...block("Script", data.script ?? ""),
+        ...block("Output", data.stdout ?? ""),
+        ...block("Errors", data.stderr ?? ""),
+      ),
+    );
+  }
+
+  on_audio(data) {
+    if (!data.url) {
+      this.add(note("meta", `No audio: ${data.error ?? "unknown"}`));
+      return;
+    }
+    const player = el("audio", { controls: true, "aria-label": "Spoken reply" });
+    this.add(el("div", { class: "audio" }, player));
+    this.hooks.playAudio(data.url).then(
+      (src) => {
+        player.src = src;
+      },
+      (error) => this.add(errorEl(error)),
+    );
+  }
+
+  on_end(data) {
+    this.finish();
+    const usage = data.usage?.total_tokens != null ? ` · ${data.usage.total_tokens} tokens` : "";
+    const status = data.status && data.status !== "complete" ? data.status : "";
+    if (status) this.add(note("warn", `Reply ${status}`));
+    this.add(note("meta", data.message_id ? `Done${usage}` : "Done"));
+  }
+
+  on_error(data) {
+    this.finish();
+    this.add(errorEl({ code: data.code, message: data.message }));
+  }
+
+  /** The text parts become Markdown once they are complete. */
+  finish() {
+    if (this.finished) return;
+    this.finished = true;
+    for (const part of this.texts) {
+      part.node.classList.remove("streaming");
+      part.node.replaceChildren(renderMarkdown(part.text));
+    }
+  }
+}
+
+/** A stored message (from a segment's page) on screen. */
+export function storedMessage(message) {
+  const status =
+    message.status && message.status !== "complete"
+      ? el("span", { class: "badge" }, message.status)
+      : null;
+  if (message.role === "user") {
+    const node = userMessage(message.content, message.created_at);
+    if (status) node.querySelector(".who").append(" ", status);
+    return node;
+  }
+  if (message.role === "tool") {
+    const name = message.metadata?.name || "tool";
+    const result = message.metadata?.status || "";
+    return steps(`Tool ${name} result ${result}`.trim(), ...block("Output", message.content));
+  }
+  const calls = message.metadata?.tool_calls;
+  const node = el(
+    "div",
+    { class: `msg ${message.role === "assistant" ? "assistant" : "system"}` },
+    el(
+      "div",
+      { class: "who" },
+      message.role === "assistant" ? "Assistant" : message.role,
+      " · ",
+      timeEl(message.created_at),
+      status ? [" ", status] : null,
+    ),
+  );
+  if (Array.isArray(calls)) {
+    for (const call of calls) {
+      const name = call.name || call.function?.name || "tool";
+      let input = call.arguments ?? call.function?.arguments ?? call.input ?? {};
+      try {
+        if (typeof input === "string") input = JSON.parse(input); // shown indented
+      } catch {
+        // not JSON: shown as sent
+      }
+      node.append(steps(`Tool ${name} called`, ...block("Input", input)));
+    }
+  }
+  if (message.content) {
+    node.append(el("div", { class: "text" }, renderMarkdown(message.content)));
+  }
+  return node;
+}
