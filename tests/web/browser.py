@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
+import httpx
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 
@@ -26,6 +27,8 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # A spoken reply starts playing by itself after Send (a gesture in a real browser).
+    "--autoplay-policy=no-user-gesture-required",
 ]
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
@@ -119,9 +122,22 @@ class PacedModel:
 
 
 @contextmanager
-def gateway(tmp_path: Path, model: Any, **settings: Any) -> Iterator[Gateway]:
-    with running_gateway(gateway_settings(tmp_path, **settings), {model.name: model}) as gw:
+def gateway(
+    tmp_path: Path, model: Any, *, others: Sequence[Any] = (), **settings: Any
+) -> Iterator[Gateway]:
+    """A gateway whose reply model is `model`; `others` are more models by their names
+    (a control model, say)."""
+    models = {each.name: each for each in (model, *others)}
+    with running_gateway(gateway_settings(tmp_path, **settings), models) as gw:
         yield gw
+
+
+async def call(
+    gw: Gateway, method: str, path: str, user: str = "alice", **options: Any
+) -> httpx.Response:
+    """The public API beside the page, as `user`: to check what the page did."""
+    async with httpx.AsyncClient(base_url=gw.url, headers=gw.auth(user), timeout=30) as client:
+        return await client.request(method, path, **options)
 
 
 async def sign_in(page: Page, url: str, key: str) -> None:
@@ -135,6 +151,29 @@ async def sign_in(page: Page, url: str, key: str) -> None:
 async def send(page: Page, text: str) -> None:
     await page.get_by_label("Message").fill(text)
     await page.get_by_role("button", name="Send").click()
+
+
+async def serious_violations(page: Page) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations on the page as it is now."""
+    # Evaluated through the DevTools protocol, which the page's CSP does not govern: the
+    # policy the page really runs under stays untouched for the check.
+    await page.evaluate(axe_source())
+    found: list[dict[str, Any]] = await page.evaluate(
+        """async () => {
+            const result = await axe.run(document, { resultTypes: ['violations'] });
+            return result.violations
+                .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                .map(v => ({ id: v.id, impact: v.impact,
+                             nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')) }));
+        }"""
+    )
+    return found
+
+
+async def open_view(page: Page, name: str) -> None:
+    """One of the views in the top navigation (Chat, Notes, Tasks, Modes)."""
+    await page.get_by_role("navigation", name="Views").get_by_role("button", name=name).click()
+    await page.get_by_role("heading", name=name, exact=True).wait_for()
 
 
 def last_reply(page: Page) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 from playwright.async_api import Page, expect
@@ -17,11 +17,11 @@ from tests.support.gateway import Gateway
 from tests.web.browser import (
     DESKTOP,
     PHONE,
-    axe_source,
     chromium,
     gateway,
     new_page,
     send,
+    serious_violations,
     sign_in,
     wait_idle,
 )
@@ -65,22 +65,6 @@ async def converse(page: Page, gw: Gateway) -> None:
         await send(page, text)
         await wait_idle(page)
     await expect(page.get_by_role("region", name="Chain").locator("li.segment")).to_have_count(2)
-
-
-async def serious_violations(page: Page) -> list[dict[str, Any]]:
-    # Evaluated through the DevTools protocol, which the page's CSP does not govern: the
-    # policy the page really runs under stays untouched for the check.
-    await page.evaluate(axe_source())
-    found: list[dict[str, Any]] = await page.evaluate(
-        """async () => {
-            const result = await axe.run(document, { resultTypes: ['violations'] });
-            return result.violations
-                .filter(v => v.impact === 'serious' || v.impact === 'critical')
-                .map(v => ({ id: v.id, impact: v.impact,
-                             nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')) }));
-        }"""
-    )
-    return found
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

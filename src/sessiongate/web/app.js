@@ -192,7 +192,7 @@ async function showLatest(skipTurn = null) {
     const after = tailStart(latest.message_count);
     const page = await loadMessages(api, state.key, latest.session_id, after);
     state.earliest = page.messages.length ? page.messages[0].seq - 1 : 0;
-    transcript.append(...messageNodes(page.messages, skipTurn));
+    transcript.append(...messageNodes(page.messages, skipTurn, { fetchAudio: playAudio }));
   }
   $("#load-earlier").hidden = state.earliest <= 0;
   renderChainList();
@@ -218,7 +218,7 @@ async function showSegment(segment) {
 
 async function loadLater(sessionId, after) {
   const page = await loadMessages(api, state.key, sessionId, after);
-  transcript.append(...messageNodes(page.messages));
+  transcript.append(...messageNodes(page.messages, null, { fetchAudio: playAudio }));
   state.later = page.messages.length === PAGE ? page.next_after : null;
   $("#load-later").hidden = state.later === null;
 }
@@ -227,7 +227,7 @@ async function loadEarlier() {
   const sessionId = state.chain.latest.session_id;
   const after = Math.max(0, state.earliest - PAGE);
   const page = await loadMessages(api, state.key, sessionId, after, state.earliest - after);
-  transcript.prepend(...messageNodes(page.messages));
+  transcript.prepend(...messageNodes(page.messages, null, { fetchAudio: playAudio }));
   state.earliest = after;
   $("#load-earlier").hidden = state.earliest <= 0;
 }
@@ -364,8 +364,17 @@ $("#new-segment").addEventListener("click", newSegment);
 $("#back-to-latest").addEventListener("click", () => showLatest().then(() => $("#message").focus()));
 $("#load-earlier").addEventListener("click", () => loadEarlier().catch(showError));
 $("#load-later").addEventListener("click", () => loadLater(state.shown, state.later).catch(showError));
-$("#show-context").addEventListener("click", requireKey((key) => showContext(api, key)));
-$("#show-recall").addEventListener("click", requireKey((key) => showRecall(api, key, setRecall)));
+/** "segment 2" for a session id of the open chain (its position, oldest first). */
+function segmentName(sessionId) {
+  const index = state.chain?.segments.findIndex((segment) => segment.session_id === sessionId) ?? -1;
+  return index >= 0 ? `segment ${index + 1}` : `segment ${sessionId}`;
+}
+
+$("#show-context").addEventListener(
+  "click",
+  requireKey((key) => showContext(api, key, { recall: state.recall, segmentName })),
+);
+$("#show-recall").addEventListener("click", requireKey((key) => showRecall(api, key, setRecall, segmentName)));
 $("#recall-clear").addEventListener("click", () => setRecall(null));
 $("#show-overrides").addEventListener(
   "click",

@@ -176,6 +176,7 @@ export function createChat({ api, transcript, announce, hooks, onTurnDone }) {
     /** Picks up the turn a previous page left streaming (if it was on `key`). */
     resume(pending) {
       const view = new TurnView(hooks);
+      view.replayed = true;
       view.setUser(pending.body.content);
       for (const { type, data } of pending.events || []) view.apply(type, data);
       transcript.append(view.node);

@@ -59,8 +59,8 @@ export function createNotes(api, root) {
     try {
       await api.post("/v1/notes", title ? { content, title } : { content });
       form.reset();
-      status.replaceChildren(el("span", {}, "Note added."));
       await load();
+      status.replaceChildren(el("span", {}, "Note added."));
     } catch (error) {
       status.replaceChildren(errorEl(error));
     }

@@ -25,21 +25,51 @@ function submitting(form, action) {
   });
 }
 
-/** "What the model sees next": GET /v1/sessions/{key}/context. */
-export function showContext(api, key) {
+function fragmentItem(fragment, segmentName) {
+  return el(
+    "li",
+    {},
+    el(
+      "div",
+      { class: "who" },
+      `${fragment.role} · score ${Number(fragment.score).toFixed(3)} · `,
+      el("span", { dataset: { sessionId: fragment.session_id }, title: fragment.session_id }, segmentName(fragment.session_id)),
+      " · ",
+      timeEl(fragment.created_at),
+    ),
+    el("pre", {}, fragment.content),
+    el("div", { class: "muted small" }, `Rationale: ${fragment.rationale}`),
+  );
+}
+
+/** "What the model sees next": GET /v1/sessions/{key}/context. A recall queued for the
+ *  next message is part of that turn's context, so it is run and shown too (the preview
+ *  endpoint cannot know about it). */
+export function showContext(api, key, { recall = null, segmentName = (id) => id } = {}) {
   openDialog(`Context of ${key}`, async (body) => {
     body.append(el("p", { class: "muted" }, "Loading…"));
     try {
-      const context = await api.get(`/v1/sessions/${enc(key)}/context`);
+      const [context, recalled] = await Promise.all([
+        api.get(`/v1/sessions/${enc(key)}/context`),
+        recall ? api.post(`/v1/sessions/${enc(key)}/recall`, recall) : null,
+      ]);
+      const fragments = recalled?.fragments || [];
       body.replaceChildren(
         el(
           "p",
           {},
           `About ${context.token_estimate} tokens, ${context.messages.length} messages`,
           context.dropped_messages ? `, ${context.dropped_messages} left out (memory window)` : "",
-          context.recall?.length ? `, ${context.recall.length} recalled` : "",
           ".",
         ),
+        recall
+          ? el(
+              "section",
+              { class: "recalled", "aria-label": "Recalled for your next message" },
+              el("h3", {}, `Recalled for your next message: ${fragments.length} fragments`),
+              el("ol", { class: "fragments" }, fragments.map((fragment) => fragmentItem(fragment, segmentName))),
+            )
+          : null,
         el(
           "ol",
           { class: "context" },
@@ -60,7 +90,7 @@ export function showContext(api, key) {
 }
 
 /** Recall from archived segments with a rationale; optionally for the next message. */
-export function showRecall(api, key, useForNextTurn) {
+export function showRecall(api, key, useForNextTurn, segmentName = (id) => id) {
   openDialog(`Recall in ${key}`, (body, close) => {
     const query = el("input", { required: true, maxlength: "2000" });
     const rationale = el("input", { required: true, maxlength: "2000" });
@@ -102,15 +132,7 @@ export function showRecall(api, key, useForNextTurn) {
         el(
           "ol",
           { class: "fragments" },
-          answer.fragments.map((fragment) =>
-            el(
-              "li",
-              {},
-              el("div", { class: "who" }, `${fragment.role} · score ${Number(fragment.score).toFixed(3)} · `, timeEl(fragment.created_at)),
-              el("pre", {}, fragment.content),
-              el("div", { class: "muted small" }, `Rationale: ${fragment.rationale}`),
-            ),
-          ),
+          answer.fragments.map((fragment) => fragmentItem(fragment, segmentName)),
         ),
       );
     });

@@ -3,6 +3,7 @@
 
 import { enc } from "./api.js";
 import { clear, el, timeEl } from "./dom.js";
+import { learnSpokenReplies } from "./speech.js";
 import { reasonLabel, storedMessage } from "./turn.js";
 
 export const PAGE = 50;
@@ -56,6 +57,7 @@ export function renderChain(list, chain, shownSegment, { onShow, onRevert }) {
     return;
   }
   const began = new Map(chain.rotations.map((rotation) => [rotation.to, rotation]));
+  const position = new Map(chain.segments.map((segment, index) => [segment.session_id, index + 1]));
   chain.segments.forEach((segment, index) => {
     const rotation = began.get(segment.session_id);
     const reason = rotation?.reason || segment.created_reason;
@@ -79,6 +81,7 @@ export function renderChain(list, chain, shownSegment, { onShow, onRevert }) {
           " · ",
           timeEl(rotation?.at || segment.created_at),
         ),
+        continuation(segment, position),
         el("div", { class: "muted small" }, `${segment.message_count} messages`),
         el(
           "button",
@@ -98,11 +101,24 @@ export function renderChain(list, chain, shownSegment, { onShow, onRevert }) {
   });
 }
 
+/** "continues segments 1 and 2" for a segment that links predecessors (a revert). */
+function continuation(segment, position) {
+  const parents = (segment.parent_ids || []).map((id) => position.get(id)).filter(Boolean);
+  if (parents.length < 2) return null;
+  const names = parents.sort((a, b) => a - b);
+  const listed = `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}`;
+  return el("div", { class: "small" }, `continues segments ${listed}`);
+}
+
 /** Messages of a segment from `after` (exclusive), as nodes, with the next cursor. */
 export async function loadMessages(api, key, sessionId, after, limit = PAGE) {
   const page = await api.get(
     `/v1/sessions/${enc(key)}/segments/${enc(sessionId)}/messages?after=${after}&limit=${limit}`,
   );
+  // Spoken replies get their players back: which turns were spoken, from the gateway.
+  if (page.messages.some((message) => message.role === "assistant")) {
+    await learnSpokenReplies(api, key);
+  }
   return page;
 }
 
@@ -111,8 +127,8 @@ export function tailStart(messageCount) {
   return Math.max(0, messageCount - PAGE);
 }
 
-export function messageNodes(messages, skipTurn) {
+export function messageNodes(messages, skipTurn = null, options = {}) {
   return messages
     .filter((message) => !skipTurn || message.metadata?.turn_id !== skipTurn)
-    .map(storedMessage);
+    .map((message) => storedMessage(message, options));
 }

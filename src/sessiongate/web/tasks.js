@@ -13,8 +13,11 @@ export function createTasks(api, root) {
   function item(task) {
     const box = el("input", { type: "checkbox", checked: task.status === "done", id: `task-${task.id}` });
     box.addEventListener("change", async () => {
+      const wanted = box.checked ? "done" : "open";
       try {
-        await api.patch(`/v1/tasks/${enc(task.id)}`, { status: box.checked ? "done" : "open" });
+        await api.patch(`/v1/tasks/${enc(task.id)}`, { status: wanted });
+        await load(); // under a status filter the task leaves the list
+        status.replaceChildren(el("span", {}, `${task.title}: ${wanted}.`));
       } catch (error) {
         box.checked = !box.checked;
         status.replaceChildren(errorEl(error));
@@ -55,6 +58,7 @@ export function createTasks(api, root) {
       await api.post("/v1/tasks", due ? { title, due } : { title });
       form.reset();
       await load();
+      status.replaceChildren(el("span", {}, `Task added: ${title}.`));
     } catch (error) {
       status.replaceChildren(errorEl(error));
     }

@@ -4,6 +4,7 @@
 
 import { el, errorEl, pretty, timeEl } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
+import { SpeechPlayer, rememberSpoken, spokenAudio } from "./speech.js";
 
 const REASONS = {
   manual: "manual (/new)",
@@ -51,6 +52,10 @@ export class TurnView {
     this.texts = []; // [{node, text}] in order: text between other events
     this.tools = new Map();
     this.finished = false;
+    this.turnId = null;
+    this.speech = null;
+    this.replayed = false; // a turn picked up after a reload: its audio is not played again
+    this.frame = 0; // a pending animation frame that re-renders the streaming text
   }
 
   setUser(content) {
@@ -65,6 +70,7 @@ export class TurnView {
     this.texts = [];
     this.tools.clear();
     this.finished = false;
+    this.speech = null;
   }
 
   get text() {
@@ -80,19 +86,38 @@ export class TurnView {
     this.body.append(node);
   }
 
-  on_start() {
+  on_start(data) {
     this.reset();
+    this.turnId = data?.turn_id || null;
   }
 
   on_token(data) {
     let last = this.texts[this.texts.length - 1];
     if (!last || last.node !== this.body.lastChild) {
-      last = { node: el("div", { class: "text streaming" }), text: "" };
+      last = { node: el("div", { class: "text streaming" }), text: "", shown: null };
       this.texts.push(last);
       this.add(last.node);
     }
     last.text += data.content || "";
-    last.node.textContent = last.text; // plain while streaming; Markdown once it ends
+    this.scheduleRender();
+  }
+
+  /** Markdown while it streams, re-rendered at most once per animation frame (not per
+   *  token): a frame rebuilds only the text parts that changed since the last one. */
+  scheduleRender() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.renderTexts();
+    });
+  }
+
+  renderTexts() {
+    for (const part of this.texts) {
+      if (part.shown === part.text) continue;
+      part.shown = part.text;
+      part.node.replaceChildren(renderMarkdown(part.text));
+    }
   }
 
   on_rotation(data) {
@@ -186,19 +211,25 @@ export class TurnView {
     );
   }
 
+  speechPlayer() {
+    if (!this.speech) {
+      this.speech = new SpeechPlayer((url) => this.hooks.playAudio(url), { quiet: this.replayed });
+      this.add(this.speech.node);
+    }
+    return this.speech;
+  }
+
+  on_audio_part(data) {
+    if (data.url) this.speechPlayer().addPart(data);
+  }
+
   on_audio(data) {
     if (!data.url) {
       this.add(note("meta", `No audio: ${data.error ?? "unknown"}`));
       return;
     }
-    const player = el("audio", { controls: true, "aria-label": "Spoken reply" });
-    this.add(el("div", { class: "audio" }, player));
-    this.hooks.playAudio(data.url).then(
-      (src) => {
-        player.src = src;
-      },
-      (error) => this.add(errorEl(error)),
-    );
+    rememberSpoken(this.turnId, data);
+    this.speechPlayer().setWhole(data, { autoplay: true });
   }
 
   on_end(data) {
@@ -214,19 +245,35 @@ export class TurnView {
     this.add(errorEl({ code: data.code, message: data.message }));
   }
 
-  /** The text parts become Markdown once they are complete. */
+  /** The text parts are complete: their last render, now rather than at the next frame. */
   finish() {
     if (this.finished) return;
     this.finished = true;
-    for (const part of this.texts) {
-      part.node.classList.remove("streaming");
-      part.node.replaceChildren(renderMarkdown(part.text));
-    }
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.renderTexts();
+    for (const part of this.texts) part.node.classList.remove("streaming");
   }
 }
 
-/** A stored message (from a segment's page) on screen. */
-export function storedMessage(message) {
+/** A stored message (from a segment's page) on screen. `fetchAudio(url)` resolves to a
+ *  blob: URL for the audio this tab remembers of a spoken reply. */
+export function storedMessage(message, { fetchAudio = null } = {}) {
+  const node = storedNode(message);
+  const turnId = message.metadata?.turn_id;
+  if (turnId && node instanceof HTMLElement) {
+    node.dataset.turnId = turnId;
+    const audio = message.role === "assistant" && fetchAudio ? spokenAudio(turnId) : null;
+    if (audio) {
+      const player = new SpeechPlayer(fetchAudio, { quiet: true });
+      player.setWhole(audio, { autoplay: false });
+      node.append(player.node);
+    }
+  }
+  return node;
+}
+
+function storedNode(message) {
   const status =
     message.status && message.status !== "complete"
       ? el("span", { class: "badge" }, message.status)
@@ -234,6 +281,12 @@ export function storedMessage(message) {
   if (message.role === "user") {
     const node = userMessage(message.content, message.created_at);
     if (status) node.querySelector(".who").append(" ", status);
+    const recalled = message.metadata?.recall;
+    if (Array.isArray(recalled) && recalled.length) {
+      // What this turn recalled from history and why (kept in its metadata).
+      const why = [...new Set(recalled.map((fragment) => fragment.rationale))].join("; ");
+      node.append(el("p", { class: "recall-note muted small" }, `Recalled ${recalled.length} fragments — why: ${why}`));
+    }
     return node;
   }
   if (message.role === "tool") {
