@@ -10,18 +10,25 @@ text (a one-line reply and a paragraph of seven sentences, ordinary assistant pr
   and `POST /v1/audio/speech` use it): time to the first sentence's audio, and to all;
 * real-time factor: synthesis time / seconds of audio (below 1: faster than speech).
 
+And a spoken turn (`speak: true`) end to end: a gateway on loopback (espeak-ng and
+piper voices, a scripted model answering a ten-sentence reply), read as an SSE stream;
+the time from the `end` event to the first `audio_part` (the first sentence, ready to
+play) and to the final `audio` (the whole reply, synthesised and kept).
+
 The peers, measured in the same run: whole text against sentence by sentence (the first
 audio's head start), and espeak-ng against the other providers. Every timing is the median
 of `--repeat` runs after warm-up calls (piper's model load is reported on its own, as
 "cold start": the first call after the gateway starts pays it once). Wall time around
 each call (time.perf_counter); the machine is shared, so medians, not means.
 
-    .venv/bin/python bench/speech.py              # 7 rounds (~40 s on 2 CPUs)
-    .venv/bin/python bench/speech.py --quick      # 3 rounds (~20 s)
+    .venv/bin/python bench/speech.py              # 7 rounds (~2 min on 2 CPUs)
+    .venv/bin/python bench/speech.py --quick      # 3 rounds (~1 min)
     .venv/bin/python bench/speech.py --json results.json
 
-The last line printed is always `speech_first_audio_ms espeak=<a> piper=<b> openai=<c>`
-(the paragraph, sentence by sentence).
+The last line printed is always `speech_first_audio_ms espeak=<a> piper=<b> openai=<c>
+speak_espeak=<d>/<e> speak_piper=<f>/<g>`: the paragraph's first audio sentence by
+sentence, then for the spoken ten-sentence turn the ms from `end` to the first
+`audio_part` / to the final `audio`.
 """
 
 from __future__ import annotations
@@ -32,10 +39,14 @@ import functools
 import json
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
+
+import httpx
 
 from common import REPO_DIR, load_average, machine_line, render_table, version_of
 from sessiongate.config_voice import VoiceConfig
@@ -48,6 +59,8 @@ from sessiongate.speech.sentences import split_sentences
 from sessiongate.speech.wav import parse_wav
 
 sys.path.insert(0, str(REPO_DIR))  # the local speech server lives with the tests
+from tests.support.gateway import Gateway, gateway_settings, running_gateway
+from tests.support.helpers import ScriptedModel
 from tests.support.speech_server import speech_server
 
 SHORT = "Sure, I have added milk to your shopping list."
@@ -61,6 +74,15 @@ PARAGRAPH = (
     " Let me know if you want me to remind you about any of this in the morning."
 )
 TEXTS = {"one line": SHORT, "paragraph": PARAGRAPH}
+#: The spoken turn's reply: the paragraph and three sentences more.
+TEN_SENTENCES = (
+    PARAGRAPH
+    + " The library books are due back on Monday, both of them."
+    + " Your sister called about the birthday cake for Sunday."
+    + " That is everything on the calendar for now."
+)
+#: The voices a spoken turn is measured with (the `openai` row would be espeak-ng again).
+SPOKEN_VOICES = ("espeak", "piper")
 
 
 def seconds_of(wav: bytes) -> float:
@@ -136,6 +158,68 @@ async def run(repeat: int) -> dict[str, Any]:
     return report
 
 
+def spoken_turn(gateway: Gateway, voice: str) -> dict[str, float]:
+    """One `speak: true` turn, read as it streams: seconds from `end` to the first
+    `audio_part` and to `audio`, how many parts, and the seconds of audio."""
+    seen: dict[str, float] = {}
+    parts = 0
+    audio: dict[str, Any] = {}
+    body = {"content": "plan my day", "speak": True, "agent": voice}
+    with (
+        httpx.Client(base_url=gateway.url, timeout=120) as client,
+        client.stream(
+            "POST", f"/v1/sessions/bench:{voice}/messages", json=body, headers=gateway.auth("alice")
+        ) as answer,
+    ):
+        answer.raise_for_status()
+        kind = ""
+        for line in answer.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+                seen.setdefault(kind, time.perf_counter())
+                parts += kind == "audio_part"
+            elif line.startswith("data: ") and kind == "audio":
+                audio = json.loads(line[6:])
+    if audio.get("error") or "audio_part" not in seen:
+        raise RuntimeError(f"the {voice} turn was not spoken in parts: {audio}")
+    return {
+        "first_part_s": seen["audio_part"] - seen["end"],
+        "audio_s": seen["audio"] - seen["end"],
+        "parts": parts,
+        "seconds": audio["duration_ms"] / 1000,
+    }
+
+
+def spoken_turns(repeat: int) -> dict[str, dict[str, float]]:
+    """Medians of `repeat` spoken turns per voice, after one warm-up turn each (piper's
+    model load is the cold start measured above, not part of a turn's usual cost)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = gateway_settings(
+            Path(tmp),
+            voices={
+                "espeak": {"provider": "espeak", "timeout": "5m"},
+                "piper": {"provider": "piper", "timeout": "5m"},
+            },
+            agents={
+                "defaults": {"model": "scripted", "turn_timeout": "10m"},
+                "main": {},  # the seed endpoints' agent, which the gateway requires
+                **{voice: {"voice": voice} for voice in SPOKEN_VOICES},
+            },
+        )
+        model = ScriptedModel("scripted", lambda _: TEN_SENTENCES)
+        with running_gateway(settings, {"scripted": model}) as gateway:
+            for voice in SPOKEN_VOICES:
+                spoken_turn(gateway, voice)
+            samples: dict[str, list[dict[str, float]]] = {v: [] for v in SPOKEN_VOICES}
+            for _ in range(repeat):
+                for voice in SPOKEN_VOICES:
+                    samples[voice].append(spoken_turn(gateway, voice))
+    return {
+        voice: {name: statistics.median(s[name] for s in got) for name in got[0]}
+        for voice, got in samples.items()
+    }
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f}"
 
@@ -180,6 +264,21 @@ def render(report: dict[str, Any]) -> str:
         )
     cold = providers["piper"]["cold_start_s"]
     lines.append(f"piper cold start (model load + first call): {ms(cold)} ms")
+    spoken = report["spoken_turn"]
+    rows = [
+        [
+            voice,
+            str(int(r["parts"])),
+            f"{r['seconds']:.1f}",
+            ms(r["first_part_s"]),
+            ms(r["audio_s"]),
+            f"{r['audio_s'] / r['first_part_s']:.1f}x",
+        ]
+        for voice, r in spoken.items()
+    ]
+    headers = ["voice", "parts", "audio s", "end → audio_part 0 ms", "end → audio ms", "sooner"]
+    lines.append(f"spoken turn ({len(split_sentences(TEN_SENTENCES))} sentences, speak: true):")
+    lines.append(render_table(headers, rows, right=set(range(1, 6))))
     return "\n".join(lines)
 
 
@@ -193,6 +292,7 @@ def main() -> None:
     print(f"machine: {machine_line()}, load {load_average():.2f}")
     print(f"piper-tts {version_of('piper-tts')}, onnxruntime {version_of('onnxruntime')}")
     report = asyncio.run(run(repeat))
+    report["spoken_turn"] = spoken_turns(repeat)
     report["repeat"] = repeat
     print(render(report))
     if args.json:
@@ -202,7 +302,11 @@ def main() -> None:
         name: ms(data["texts"]["paragraph"]["first_s"]).replace(",", "")
         for name, data in report["providers"].items()
     }
-    print("speech_first_audio_ms " + " ".join(f"{k}={v}" for k, v in firsts.items()))
+    spoken = [
+        f"speak_{voice}={ms(r['first_part_s'])}/{ms(r['audio_s'])}".replace(",", "")
+        for voice, r in report["spoken_turn"].items()
+    ]
+    print("speech_first_audio_ms " + " ".join([*(f"{k}={v}" for k, v in firsts.items()), *spoken]))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from sessiongate.core.events import (
     ActionEvent,
     ActionResultEvent,
     AudioEvent,
+    AudioPartEvent,
     ClassificationEvent,
     ContextLogEvent,
     EndEvent,
@@ -105,6 +106,8 @@ async def collect_reply(
                 )
             case AudioEvent():
                 result["audio"] = {k: v for k, v in event_to_dict(event).items() if k != "type"}
+            case AudioPartEvent():
+                pass  # streaming only: the final `audio` carries the whole reply
             case EndEvent():
                 result.update(
                     reply="".join(reply),

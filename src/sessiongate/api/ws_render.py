@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
-from sessiongate.api.ws_broadcast import now_iso
+from sessiongate.api.ws_broadcast_frames import now_iso
 from sessiongate.core.events import (
     ActionEvent,
     ActionResultEvent,
     AudioEvent,
+    AudioPartEvent,
     ClassificationEvent,
     ContextLogEvent,
     EndEvent,
@@ -65,6 +66,7 @@ def render(event: TurnEvent, key: str) -> dict[str, Any] | None:
             | ActionResultEvent()
             | HandoffEvent()
             | AudioEvent()
+            | AudioPartEvent()
         ):
             # The agent runtime's steps, in the same shape as on SSE.
             return {**event_to_dict(event), "timestamp": now_iso()}

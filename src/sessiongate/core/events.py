@@ -113,6 +113,23 @@ class AudioEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class AudioPartEvent:
+    """`speak: true` on a reply of several parts: one group of sentences as speech, kept as
+    an artifact, sent as soon as it is ready so a client can start playing before the
+    whole reply is synthesised. Parts come in order, before the final `audio` event (which
+    still carries the whole reply); a reply of one part has none."""
+
+    #: 0-based, in playing order.
+    part: int
+    artifact_id: str
+    url: str
+    voice: str
+    duration_ms: int
+    media_type: str
+    type: Literal["audio_part"] = "audio_part"
+
+
+@dataclass(frozen=True, slots=True)
 class PlanEvent:
     """plan_execute: the validated plan, before any step runs (seed 002's `plan`)."""
 
@@ -183,6 +200,7 @@ TurnEvent = (
     | ActionResultEvent
     | HandoffEvent
     | AudioEvent
+    | AudioPartEvent
     | PlanEvent
     | ToolStartEvent
     | ToolEndEvent

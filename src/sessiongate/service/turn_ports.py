@@ -13,9 +13,10 @@ from sessiongate.service.turn_handle import InboundTurn, TurnHandle
 
 
 class Speaker(Protocol):
-    """Speaks a finished reply (`speak: true`): emits one `audio` event into the turn's
-    stream after `end`, and never fails the turn (a failure is an `audio` event with
-    `error`)."""
+    """Speaks a finished reply (`speak: true`): emits, after `end`, an `audio_part` event
+    for each group of sentences as it is ready (none for a one-sentence reply), then one
+    `audio` event with the whole reply; never fails the turn (a failure is an `audio`
+    event with `error`, the parts sent before it standing)."""
 
     async def speak(
         self, agent: AgentProfile, inbound: InboundTurn, ref: KeyRef, handle: TurnHandle
