@@ -4,10 +4,15 @@ The client sends the id of the last event it received (`Last-Event-ID: <turn_id>
 a browser's EventSource does on its own, or `?after=n`; the header wins) and gets the
 same SSE frames, with the same ids, for every event after it: a running turn continues
 live until its last event; a finished one answers what is left and closes.
+
+A turn this process does not hold (it restarted, or another worker ran the turn) is read
+from the store and restated from its `start` (service/turn_recovery.py), waiting for its
+reply when it is still running elsewhere; `Last-Event-ID` is then ignored.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
@@ -16,6 +21,7 @@ from fastapi.responses import StreamingResponse
 from sessiongate.api.auth import CurrentUser
 from sessiongate.api.sse import id_prefix, sse_frame
 from sessiongate.api.turns import SSE_HEADERS
+from sessiongate.core.events import TurnEvent
 from sessiongate.service.engine import Engine
 from sessiongate.service.turn_journal import (
     FollowedTurn,
@@ -54,12 +60,37 @@ async def turn_events(
 ) -> StreamingResponse:
     check_turn_id(turn_id)
     seq = resume_point(turn_id, request.headers.get("last-event-id"), after)
-    turn = journal_of(request.app.state.engine).find(turn_id, user.name)
+    turn = await journal_of(request.app.state.engine).locate(turn_id, user.name)
     headers = {**SSE_HEADERS, "X-Session-Key": turn.key}
     return StreamingResponse(_frames(turn, seq), media_type="text/event-stream", headers=headers)
 
 
-async def _frames(turn: FollowedTurn, after: int) -> AsyncIterator[bytes]:
+#: A comment line after this long without an event: proxies keep an idle stream open, and
+#: a client that left is noticed (the write fails), which ends the wait for its turn.
+KEEPALIVE_SECONDS = 15.0
+KEEPALIVE = b": waiting\n\n"
+
+
+async def _frames(
+    turn: FollowedTurn, after: int, keepalive: float = KEEPALIVE_SECONDS
+) -> AsyncIterator[bytes]:
     prefix = id_prefix(turn.turn_id)
-    async for seq, event in turn.follow(after):
-        yield sse_frame(event, prefix + b"%d" % seq)
+    events = aiter(turn.follow(after))
+    pending: asyncio.Task[tuple[int, TurnEvent]] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait((pending,), timeout=keepalive)
+            if not done:
+                yield KEEPALIVE
+                continue
+            try:
+                seq, event = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield sse_frame(event, prefix + b"%d" % seq)
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()

@@ -2,8 +2,11 @@
 frames with seq > n again (the same shapes and `event_id`s), live until the turn ends.
 
 It serves a client whose socket dropped mid-turn: it opens a new one, authenticates and
-resumes after the last `event_id` it saw. The turn must have run in this process, for
-this user, and still be kept (service/turn_journal.py).
+resumes after the last `event_id` it saw. A turn this process holds (service/turn_journal.py)
+continues from there; any other of this user's turns (the process restarted, another
+worker ran it) is read from the store and restated whole (service/turn_recovery.py): its
+frames carry `"replayed": true`, their `event_id`s are the replay's own and `after` is
+ignored, so the client replaces what it drew for that turn.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from sessiongate.api.ws_frames import FrameError
-from sessiongate.api.ws_render import event_id, render
+from sessiongate.api.ws_render import error_frame, event_id, render
 from sessiongate.service.turn_journal import (
     MAX_SEQ,
     FollowedTurn,
@@ -53,8 +56,26 @@ def open_resume(
             raise TurnNotFound("this gateway keeps no turns to resume")
         turn = journal.find(turn_id, owner)
     except TurnNotFound as exc:
-        raise FrameError(exc.code, exc.message) from None
+        if journal is None or journal.stored is None:
+            raise FrameError(exc.code, exc.message) from None
+        # The store is read in the resume's own task: the socket's reader never waits.
+        return turn_id, stored_frames(journal, turn_id, owner, frame_number)
     return turn_id, resumed_frames(turn, after, frame_number)
+
+
+async def stored_frames(
+    journal: TurnJournal, turn_id: str, owner: str, frame_number: int
+) -> AsyncIterator[dict[str, Any]]:
+    """The turn read back from the store, each frame marked `replayed`; or the
+    `turn_not_found` error frame."""
+    try:
+        turn = await journal.locate(turn_id, owner)
+    except TurnNotFound as exc:
+        yield error_frame(exc.code, exc.message, frame_number)
+        return
+    async for frame in resumed_frames(turn, 0, frame_number):
+        frame["replayed"] = True
+        yield frame
 
 
 async def resumed_frames(

@@ -7,7 +7,8 @@ events are kept in a compact form (a run of tokens as one string and its cut poi
 memory stays bounded by turns times `limits.max_reply_chars`, whatever clients do.
 
 Nothing here is shared between processes: a turn of another worker, or of a process that
-restarted, is simply unknown (its stored reply is still read through the REST routes).
+restarted, is found in the store instead (`stored`, service/turn_recovery.py), which
+answers the turn again from its start.
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ def seq_after(value: str | None, turn_id: str) -> int | None:
         return None
     named, dot, seq_text = value.strip().rpartition(".")
     return parse_seq(seq_text) if dot and named == turn_id else None
+
+
+class StoredTurnSource(Protocol):
+    """Turns read back from the store (service/turn_recovery.py)."""
+
+    async def find(self, turn_id: str, owner: str) -> FollowedTurn | None: ...
 
 
 class FollowedTurn(Protocol):
@@ -184,11 +191,14 @@ class TurnJournal:
         retention: timedelta = timedelta(minutes=10),
         max_finished: int = 1000,
         now: Callable[[], float] = time.monotonic,
+        stored: StoredTurnSource | None = None,
     ) -> None:
         self.retention = retention.total_seconds()
         self.max_finished = max_finished
         #: Monotonic seconds: the journal lives in memory, wall-clock steps mean nothing.
         self.now = now
+        #: Where a turn this process does not hold is looked for next; None: nowhere.
+        self.stored = stored
         self._running: dict[str, RunningTurn] = {}
         #: Oldest first (the order they ended in), so pruning pops from the front.
         self._finished: OrderedDict[str, KeptTurn] = OrderedDict()
@@ -207,6 +217,19 @@ class TurnJournal:
             turn = self._finished.get(turn_id)
         if turn is None or turn.owner != owner:
             raise TurnNotFound("no such turn (unknown, expired, or run by another process)")
+        return turn
+
+    async def locate(self, turn_id: str, owner: str) -> FollowedTurn:
+        """The turn from memory, else from the store (restated from its start); else 404,
+        the same for another user's turn as for an unknown one."""
+        try:
+            return self.find(turn_id, owner)
+        except TurnNotFound:
+            if self.stored is None:
+                raise
+        turn = await self.stored.find(turn_id, owner)
+        if turn is None:
+            raise TurnNotFound("no such turn")
         return turn
 
     def __len__(self) -> int:
