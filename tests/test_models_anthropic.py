@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sessiongate.config import ModelConfig
+from sessiongate.config_models import ModelConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.anthropic import LEADING_USER_PLACEHOLDER, AnthropicModel, to_anthropic
 from sessiongate.service.engine import build_reply_model

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sessiongate.config import ModelConfig
+from sessiongate.config_models import ModelConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.openai import OpenAIChatModel
 from sessiongate.models.retry import RetryPolicy, parse_retry_after

@@ -1,7 +1,7 @@
 """Configuration of seed 000's hybrid hand-off (`[agents.<name>.handoff]`) and of the
 video tool it can run (`[tools.video]`) (DESIGN.md §9).
 
-Kept apart from config.py so each file stays about one thing; `AgentConfig` in config.py
+Kept apart so each file stays about one thing; `AgentConfig` in config_agents.py
 and `ToolsConfig` in config_tools.py hold these sections.
 """
 

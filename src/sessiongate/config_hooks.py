@@ -1,7 +1,7 @@
 """Configuration of webhooks (`[[hooks]]`, DESIGN.md §9) and its cross-section checks.
 
 Kept apart from config.py so each file stays about one thing; `Settings` in config.py
-gathers it. Task extraction is an agent setting (`extract_tasks`), in config.py.
+gathers it. Task extraction is an agent setting (`extract_tasks`), in config_agents.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Configuration of tool sources: MCP servers, the notes store and the built-in tools.
 
-Kept apart from config.py (which holds the lifecycle, models, agents and limits) so each
-file stays about one thing; `Settings` in config.py gathers both.
+One topic per config module (config_lifecycle.py, config_models.py, config_agents.py,
+config_limits.py, …); `Settings` in config.py gathers them.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from pydantic import Field, field_validator
 from sessiongate.config_base import Duration, Section
 
 if TYPE_CHECKING:
-    from sessiongate.config import AgentConfig, ModelConfig
+    from sessiongate.config_agents import AgentConfig
+    from sessiongate.config_models import ModelConfig
     from sessiongate.config_routing import ModeConfig
 
 #: A voice's name: it is what `POST /v1/audio/speech` names in `voice`.

@@ -17,8 +17,9 @@ frame `{"type":"resume","turn_id","after"}` sends a turn's frames after that seq
 
 Seed 001's endpoints (service/seed_endpoints.py): without `?session_id=` the socket opens
 on the key its user last used on that endpoint; a key created through the other one is
-refused (`wrong_endpoint`). Every socket sees the turns other devices run on the keys it
-watches (api/ws_broadcast.py), in this process and across workers.
+refused (`wrong_endpoint`); api/ws_keys.py chooses the key a frame lands on. Every socket
+sees the turns other devices run on the keys it watches (api/ws_broadcast.py), in this
+process and across workers.
 """
 
 from __future__ import annotations
@@ -30,28 +31,27 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from sessiongate.api.auth import caller_for, routes_of
-from sessiongate.api.ws_broadcast import (
+from sessiongate.api.auth import caller_for
+from sessiongate.api.ws_broadcast import TurnRelay
+from sessiongate.api.ws_broadcast_frames import (
     Frame,
-    TurnRelay,
     broadcast_copy,
     now_iso,
     user_message_frame,
 )
 from sessiongate.api.ws_frames import FrameError, parse_frame
+from sessiongate.api.ws_keys import SocketKeys
 from sessiongate.api.ws_link import GONE, SocketLink, SocketServices, install
 from sessiongate.api.ws_render import event_id, history_within, render
 from sessiongate.api.ws_resume import MAX_RESUMES, is_resume, open_resume
 from sessiongate.core.content import validate_content
 from sessiongate.core.events import StartEvent
 from sessiongate.core.keys import KeyRef
-from sessiongate.core.routing import RouteDecision
 from sessiongate.core.users import User
-from sessiongate.errors import InvalidInput, SessionGateError
+from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine
 from sessiongate.service.idempotency import RepeatedTurn, idempotent_request
 from sessiongate.service.turns import InboundTurn, TurnHandle
-from sessiongate.store.endpoints_base import SEED_ENDPOINTS
 
 # `install` and `SocketServices` live beside the socket's outbound side; the app and the
 # seed routes find them here, with the endpoints.
@@ -76,11 +76,8 @@ class ChatSocket(SocketLink):
         self.limits = self.engine.settings.limits
         # One agent-selection rule for `ready` and every turn on this socket.
         self.agent = self.engine.turns.agent(agent)
-        #: `/v1/ws` without `?session_id=`: frames that name no key are routed one by one.
-        self._routed = False
         self.seed = services.seed
-        #: Keys whose endpoint binding was checked and cannot change any more.
-        self._settled: set[str] = set()
+        self.keys = SocketKeys(self.engine, services.seed, endpoint, ws.query_params)
         #: Turns this socket follows again after `resume` frames, each in its own task.
         self._resumes: set[asyncio.Task[None]] = set()
 
@@ -102,7 +99,7 @@ class ChatSocket(SocketLink):
         writer: asyncio.Task[None] | None = None
         try:
             try:
-                key = await self._default_key(user)
+                key = await self.keys.default_key(user)
             except SessionGateError as exc:  # a bad mode, channel or device in the URL
                 await self._error(exc.code, exc.message)
                 await self.ws.close(POLICY_VIOLATION, exc.code)
@@ -146,44 +143,6 @@ class ChatSocket(SocketLink):
             return None
         await self.ws.send_text("authenticated")
         return user
-
-    async def _default_key(self, user: User) -> str:
-        """The key of frames that name none: `?session_id=`, else on `/v1/ws` the route
-        (DESIGN.md §8), else on seed 001's endpoints the key the user last used there
-        (`mobile:<endpoint>:<user>` the first time)."""
-        requested = self.ws.query_params.get("session_id")
-        if requested:
-            try:
-                ref = caller_for(user).key(requested, write=True)
-            except SessionGateError:
-                return requested  # a bad key in the URL is reported when a message uses it
-            await self._check_endpoint(ref)  # raises WrongEndpoint: reported, then closed
-            return requested
-        if self.endpoint == "v1":
-            self._routed = True
-            return (await self._route(user, None)).key
-        last = await self.seed.last_key(user.name, self.endpoint)
-        return last or f"mobile:{self.endpoint}:{user.name}"
-
-    async def _check_endpoint(self, ref: KeyRef) -> None:
-        """Seed endpoints: refuse a key the other one created (service/seed_endpoints.py)."""
-        if self.endpoint not in SEED_ENDPOINTS or ref.storage_id in self._settled:
-            return
-        if await self.seed.check(ref, self.endpoint):
-            self._settled.add(ref.storage_id)
-
-    async def _route(self, user: User, mode: object) -> RouteDecision:
-        query = self.ws.query_params
-        if mode is None:
-            mode = query.get("mode")
-        if mode is not None and not isinstance(mode, str):
-            raise InvalidInput("mode must be a string", code="invalid_mode")
-        return await routes_of(self.engine).decide(
-            user,
-            channel=query.get("channel") or "ws",
-            mode=mode,
-            device=query.get("device_id"),
-        )
 
     async def _ready(self, user: User, key: str) -> None:
         history: list[dict[str, Any]] = []
@@ -304,16 +263,16 @@ class ChatSocket(SocketLink):
         decision = None
         caller = caller_for(user)
         try:
-            if requested is None and self._routed:
+            if requested is None and self.keys.routed:
                 # Routed per frame: a mode unlocked (or expired) since the socket opened
                 # counts from the next message on.
-                decision = await self._route(user, data.get("mode"))
+                decision = await self.keys.route(user, data.get("mode"))
                 key, agent = decision.key, decision.agent
             ref = caller.key(key, write=True)
-            if self.endpoint in SEED_ENDPOINTS and ref.storage_id not in self._settled:
+            if self.keys.unsettled(ref):
                 # Bad content is refused before the binding is looked up.
                 validate_content(content, self.engine.sessions.max_content_chars)
-                await self._check_endpoint(ref)
+                await self.keys.check_endpoint(ref)
             inbound = InboundTurn(
                 key,
                 caller,

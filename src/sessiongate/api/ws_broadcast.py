@@ -27,6 +27,10 @@ travel as small markers, those of one burst in one envelope
 `{"v":1,"o","m":[[<owner/key>, {turn_id, session_id, status, error, rotations}], …]}`,
 and a receiver with a socket on such a key reads the turn's messages from the store.
 A receiver with no socket on a key ignores its frames and markers after reading the key.
+
+The frames themselves are built in api/ws_broadcast_frames.py, the envelopes and pieces
+in api/ws_broadcast_wire.py; this module keeps the sockets, the live relays and the
+queue to the other processes.
 """
 
 from __future__ import annotations
@@ -37,35 +41,25 @@ import itertools
 import logging
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
 
+from sessiongate.api.ws_broadcast_frames import Frame, finished_frames, turn_messages
+from sessiongate.api.ws_broadcast_wire import Assembler, encode, group_envelopes
 from sessiongate.core.keys import KeyRef
-from sessiongate.core.segments import Message, Role
 from sessiongate.service.turn_handle import FinishedTurn
 from sessiongate.store.base import Store
 
-Frame = dict[str, Any]
 log = logging.getLogger("sessiongate.api")
 
 #: Frames of one burst are gathered this long before they go to the other processes.
 COALESCE_SECONDS = 0.02
 #: Frames waiting for the other processes; past this they are dropped (and logged).
 OUTBOX_LIMIT = 10_000
-#: PostgreSQL refuses a NOTIFY payload of 8000 bytes or more.
-MAX_PAYLOAD_BYTES = 7900
-#: Long payloads being put back together at once, at most (the oldest is given up).
-MAX_ASSEMBLIES = 64
-#: A finished turn's messages are looked for among the newest this many of its segment.
-FINISHED_WINDOW = 200
 #: Seconds between two warnings about failing NOTIFYs.
 WARN_EVERY = 30.0
-#: Markers of finished turns sent in one envelope, at most.
-MARKERS_PER_ENVELOPE = 20
 #: Tries of one NOTIFY (the pool busy, the server restarting) before it is given up.
 NOTIFY_ATTEMPTS = 3
 
@@ -84,96 +78,6 @@ class Fanout(Protocol):
     async def listen(self, receive: Callable[[str], None], gap: Callable[[], None]) -> None: ...
 
     async def stop(self) -> None: ...
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-def user_message_frame(
-    key: str,
-    turn_id: str,
-    content: str,
-    device_id: str | None,
-    transport: str | None,
-    timestamp: str | None = None,
-) -> Frame:
-    return {
-        "type": "user_message",
-        "session_id": key,
-        "turn_id": turn_id,
-        "content": content,
-        "device_id": device_id,
-        "transport": transport,
-        "timestamp": timestamp or now_iso(),
-    }
-
-
-def broadcast_copy(frame: Frame, key: str, turn_id: str) -> Frame:
-    """What the other sockets get for a frame the sender got."""
-    copy = {name: value for name, value in frame.items() if name != "frame"}
-    copy.setdefault("session_id", key)
-    copy["turn_id"] = turn_id
-    return copy
-
-
-# -- envelopes for the other processes ---------------------------------------------------
-
-
-def encode(envelope: dict[str, Any], chunk_id: int, limit: int = MAX_PAYLOAD_BYTES) -> list[str]:
-    """`envelope` as NOTIFY payloads of at most `limit` bytes: itself, or pieces of its
-    JSON text (see the module docstring) that `Assembler` joins again."""
-    text = orjson.dumps(envelope).decode()
-    if len(text.encode()) <= limit:
-        return [text]
-    head = {"v": 1, "o": envelope["o"], "k": envelope.get("k"), "c": chunk_id}
-    overhead = len(orjson.dumps({**head, "i": 10**9, "n": 10**9, "p": ""}))
-    budget = limit - overhead
-    pieces: list[str] = []
-    start = 0
-    while start < len(text):
-        size = min(len(text) - start, budget)
-        while True:
-            cost = len(orjson.dumps(text[start : start + size])) - 2  # escapes, UTF-8
-            if cost <= budget:
-                break
-            size = max(1, min(size - 1, size * budget // cost))
-        pieces.append(text[start : start + size])
-        start += size
-    count = len(pieces)
-    return [
-        orjson.dumps({**head, "i": index, "n": count, "p": piece}).decode()
-        for index, piece in enumerate(pieces)
-    ]
-
-
-class Assembler:
-    """Puts pieces back together, per sending process and chunk id. A piece out of order
-    (one was lost: the LISTEN connection dropped) gives up that payload."""
-
-    def __init__(self, limit: int = MAX_ASSEMBLIES) -> None:
-        self.limit = limit
-        self._parts: OrderedDict[tuple[str, int], list[str]] = OrderedDict()
-
-    def feed(self, piece: dict[str, Any]) -> dict[str, Any] | None:
-        ident = (str(piece["o"]), int(piece["c"]))
-        index, count = int(piece["i"]), int(piece["n"])
-        parts = self._parts.get(ident, [])
-        if index != len(parts):
-            self._parts.pop(ident, None)
-            return None
-        parts.append(str(piece["p"]))
-        if len(parts) < count:
-            self._parts[ident] = parts
-            while len(self._parts) > self.limit:
-                self._parts.popitem(last=False)
-            return None
-        self._parts.pop(ident, None)
-        whole = orjson.loads("".join(parts))
-        return whole if isinstance(whole, dict) else None
-
-    def clear(self) -> None:
-        self._parts.clear()
 
 
 # -- the hub ---------------------------------------------------------------------------
@@ -305,68 +209,8 @@ class TurnBroadcast:
     async def _finished_frames(self, storage_id: str, marker: dict[str, Any]) -> list[Frame]:
         key = KeyRef.from_storage_id(storage_id).name
         turn_id = str(marker["turn_id"])
-        session_id = marker.get("session_id")
-        mine: list[Message] = []
-        count = 0
-        if isinstance(session_id, str):
-            segment = await self.store.get_segment(session_id)
-            if segment is not None:
-                count = segment.message_count
-                recent = await self.store.list_messages(
-                    session_id, after_seq=max(0, count - FINISHED_WINDOW), limit=FINISHED_WINDOW
-                )
-                mine = [m for m in recent if m.metadata.get("turn_id") == turn_id]
-        user = next((m for m in mine if m.role is Role.USER), None)
-        replies = [m for m in mine if m.role is Role.ASSISTANT and m.content]
-        reply = replies[-1] if replies else None
-        frames: list[Frame] = []
-        if user is not None:
-            device = user.metadata.get("device_id")
-            transport = user.metadata.get("transport")
-            frames.append(
-                user_message_frame(
-                    key,
-                    turn_id,
-                    user.content,
-                    device if isinstance(device, str) else None,
-                    transport if isinstance(transport, str) else None,
-                    user.created_at.isoformat(),
-                )
-            )
-        extra = {"session_id": key, "turn_id": turn_id}
-        for rotation in marker.get("rotations") or ():
-            frames.append({"type": "rotation", **rotation, **extra, "timestamp": now_iso()})
-        if reply is not None:
-            frames.append(
-                {"type": "message", "content": reply.content, **extra, "timestamp": now_iso()}
-            )
-        error = marker.get("error")
-        if error:
-            message = f"the turn failed ({error})"
-            frames.append(
-                {
-                    "type": "error",
-                    "code": error,
-                    "content": message,
-                    "message": message,
-                    **extra,
-                    "timestamp": now_iso(),
-                }
-            )
-        else:
-            frames.append(
-                {
-                    "type": "complete",
-                    "content": "Response complete",
-                    "message_count": mine[-1].seq if mine else count,
-                    "message_id": reply.message_id if reply is not None else None,
-                    "status": marker.get("status"),
-                    **extra,
-                    "usage": None,
-                    "timestamp": now_iso(),
-                }
-            )
-        return frames
+        mine, count = await turn_messages(self.store, marker.get("session_id"), turn_id)
+        return finished_frames(key, turn_id, marker, mine, count)
 
     # -- the other processes -------------------------------------------------------------
 
@@ -387,25 +231,8 @@ class TurnBroadcast:
             items = [first]
             while not self._outbox.empty():
                 items.append(self._outbox.get_nowait())
-            for envelope in self._envelopes(items):
+            for envelope in group_envelopes(items, self.origin):
                 await self._notify(envelope)
-
-    def _envelopes(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Consecutive frames of one key share an envelope, and consecutive markers of
-        finished turns (any keys) another; order is kept."""
-        envelopes: list[dict[str, Any]] = []
-        for item in items:
-            last = envelopes[-1] if envelopes else None
-            if "f" in item:
-                if last is not None and "f" in last and last["k"] == item["k"]:
-                    last["f"].append(item["f"])
-                else:
-                    envelopes.append({"v": 1, "o": self.origin, "k": item["k"], "f": [item["f"]]})
-            elif last is not None and "m" in last and len(last["m"]) < MARKERS_PER_ENVELOPE:
-                last["m"].append([item["k"], item["d"]])
-            else:
-                envelopes.append({"v": 1, "o": self.origin, "m": [[item["k"], item["d"]]]})
-        return envelopes
 
     async def _notify(self, envelope: dict[str, Any]) -> None:
         assert self.fanout is not None

@@ -16,7 +16,8 @@ import orjson
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 
 from sessiongate.api.auth import caller_for
-from sessiongate.api.ws_broadcast import Frame, TurnBroadcast, build_broadcast
+from sessiongate.api.ws_broadcast import TurnBroadcast, build_broadcast
+from sessiongate.api.ws_broadcast_frames import Frame
 from sessiongate.api.ws_render import error_frame
 from sessiongate.core.users import User
 from sessiongate.errors import SessionGateError

@@ -28,7 +28,7 @@ import anthropic
 import anyio
 import httpx2
 
-from sessiongate.config import ModelConfig
+from sessiongate.config_models import ModelConfig
 from sessiongate.core.context import estimate_tokens
 from sessiongate.models.anthropic_wire import (
     LEADING_USER_PLACEHOLDER,

@@ -34,7 +34,7 @@ import httpx2
 import openai
 import orjson
 
-from sessiongate.config import ModelConfig
+from sessiongate.config_models import ModelConfig
 from sessiongate.core.context import estimate_tokens
 from sessiongate.models.base import (
     NO_OPTIONS,

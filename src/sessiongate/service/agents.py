@@ -7,7 +7,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from sessiongate.config import AgentConfig, Settings
+from sessiongate.config import Settings
+from sessiongate.config_agents import AgentConfig
 from sessiongate.config_handoff import HandoffConfig
 from sessiongate.config_hooks import ExtractTasksFor
 from sessiongate.config_routing import ActionsPolicy, ClassifierConfig, OutputContract

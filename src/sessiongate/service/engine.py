@@ -13,7 +13,8 @@ from sessiongate.agents.builtin.tasks import tasks_tool_source
 from sessiongate.agents.delegate import AgentToolSource
 from sessiongate.agents.registry import ToolRegistry
 from sessiongate.agents.runtime import AgentRunner, check_agents
-from sessiongate.config import ModelConfig, Settings
+from sessiongate.config import Settings
+from sessiongate.config_models import ModelConfig
 from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.control import BUILTIN_JUDGE, LexicalTopicJudge, TopicJudge
 from sessiongate.core.ids import IdGenerator
@@ -21,7 +22,7 @@ from sessiongate.errors import ConfigError
 from sessiongate.models.base import ReplyModel
 from sessiongate.models.judge import ModelTopicJudge
 from sessiongate.models.offline import OfflineModel
-from sessiongate.service.agents import AgentProfile, build_profiles
+from sessiongate.service.agents import DEFAULT_TURN_TIMEOUT, AgentProfile, build_profiles
 from sessiongate.service.artifacts import ArtifactService, build_artifact_service
 from sessiongate.service.conversations import ConversationService, build_conversation_service
 from sessiongate.service.handoff import HandoffService, user_message_from
@@ -38,6 +39,7 @@ from sessiongate.service.speech import SpeechService
 from sessiongate.service.task_extraction import build_task_extractor
 from sessiongate.service.tasks import TaskService, build_task_service
 from sessiongate.service.turn_journal import TurnJournal
+from sessiongate.service.turn_recovery import StoredTurns, build_turn_records
 from sessiongate.service.turns import TurnService
 from sessiongate.service.users import UserService
 from sessiongate.store.base import Store, UserStore
@@ -221,6 +223,12 @@ def build_engine(
     turns.journal = TurnJournal(
         retention=settings.limits.turn_replay_retention,
         max_finished=settings.limits.turn_replay_turns,
+        # Turns of another process, or from before a restart: read back from the store.
+        stored=StoredTurns(
+            build_turn_records(store),
+            {name: agent.turn_timeout for name, agent in agents.items()},
+            DEFAULT_TURN_TIMEOUT,
+        ),
     )
     conversations = build_conversation_service(settings, sessions, registry)
     turns.conversations = conversations

@@ -15,19 +15,23 @@ The rule for what is kept (also in docs/lifecycle.md):
   and the cut text kept as `complete` with `truncated: true` in its metadata.
 - A client that stops listening does not cancel the turn: it runs to its end and the
   next request sees the reply.
+
+This module starts turns and runs each one's stages in order; the stages' own rules live
+beside it: turn_rotation.py (the lifecycle), turn_context.py (what the model sees),
+turn_reply.py (which kind of reply, and how its messages are stored) and turn_record.py
+(what is written down about the turn).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from sessiongate.core.attachments import turn_parts
 from sessiongate.core.content import validate_content
-from sessiongate.core.context import AssembledContext, assemble_context
+from sessiongate.core.context import AssembledContext
 from sessiongate.core.control import TopicJudge
 from sessiongate.core.events import (
     ClassificationEvent,
@@ -37,29 +41,21 @@ from sessiongate.core.events import (
     TurnEvent,
 )
 from sessiongate.core.keys import KeyRef
-from sessiongate.core.segments import (
-    Message,
-    MessageStatus,
-    RecallFragment,
-    Role,
-    Segment,
-    SessionKeyRecord,
-)
+from sessiongate.core.segments import RecallFragment, Role, Segment
 from sessiongate.errors import SessionGateError, TurnTimeout
-from sessiongate.models.base import ReplyModel, capabilities_of
+from sessiongate.models.base import ReplyModel
 from sessiongate.service.after_turn import AfterTurns
-from sessiongate.service.agent_turn import AgentRuntime, AgentTurn, Appender
+from sessiongate.service.agent_turn import AgentRuntime
 from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService
 from sessiongate.service.attachments import keep_attachments
-from sessiongate.service.client_reply import run_client_reply
 from sessiongate.service.conversation_plan import ClientPlan
 from sessiongate.service.conversations import ConversationService
-from sessiongate.service.plain_reply import stream_plain_reply
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
-from sessiongate.service.safety_gate import SafetyGate, UnsafeRequest, Verdict, leave_out_unsafe
-from sessiongate.service.scripted_reply import ScriptedReplies, ScriptedTurn, with_contract_prompt
+from sessiongate.service.safety_gate import SafetyGate, UnsafeRequest
+from sessiongate.service.scripted_reply import ScriptedReplies
 from sessiongate.service.sessions import Caller, SessionService
+from sessiongate.service.turn_context import assemble_turn_context, with_turn_input
 from sessiongate.service.turn_handle import (
     AfterTurn,
     FinishedTurn,
@@ -71,6 +67,14 @@ from sessiongate.service.turn_handle import (
 )
 from sessiongate.service.turn_journal import TurnJournal
 from sessiongate.service.turn_ports import HandoffStage, Speaker
+from sessiongate.service.turn_record import finished_turn, turn_outcome, user_message_metadata
+from sessiongate.service.turn_reply import (
+    ReplyPaths,
+    ReplyTurn,
+    produce_reply,
+    reply_model_names,
+    store_appender,
+)
 from sessiongate.service.turn_rotation import RotationStage, rotation_event
 
 __all__ = [
@@ -208,7 +212,7 @@ class TurnService:
         ref = caller.key(key, owner=owner)
         agent = self.agent(agent_name)
         segment = await self.sessions.latest(key, caller, owner=owner)
-        return segment, await self._assemble(ref, agent, segment, ())
+        return segment, await assemble_turn_context(self.sessions, ref, agent, segment, ())
 
     # -- the turn ---------------------------------------------------------------
 
@@ -240,34 +244,8 @@ class TurnService:
             raise
         finally:
             handle.close()
-            self.after.schedule(
-                FinishedTurn(
-                    owner=ref.owner,
-                    key=ref.name,
-                    agent=agent.name,
-                    turn_id=handle.turn_id,
-                    status=handle.status,
-                    session_id=handle.session_id,
-                    user_text=inbound.content,
-                    reply_text=handle.reply_text,
-                    rotations=tuple(handle.rotations),
-                    primary=inbound.caller.primary,
-                    mode=inbound.route.mode if inbound.route is not None else None,
-                    error_code=handle.error_code,
-                )
-            )
-            self._finished(
-                TurnOutcome(
-                    agent=agent.name,
-                    status=handle.status,
-                    seconds=time.perf_counter() - started,
-                    key=ref.storage_id,
-                    turn_id=handle.turn_id,
-                    model=handle.model,
-                    first_token_seconds=handle.first_token_seconds,
-                    error_code=handle.error_code,
-                )
-            )
+            self.after.schedule(finished_turn(inbound, ref, agent.name, handle))
+            self._finished(turn_outcome(ref, agent.name, handle, time.perf_counter() - started))
 
     async def _locked_turn(
         self, inbound: InboundTurn, ref: KeyRef, agent: AgentProfile, handle: TurnHandle
@@ -321,26 +299,9 @@ class TurnService:
                 limit=inbound.recall.limit,
                 exclude_session_ids=thread_segment_ids(segment),
             )
-        user_metadata: dict[str, Any] = {**inbound.metadata, "turn_id": handle.turn_id}
-        user_metadata["agent"] = agent.name
-        if inbound.route is not None and inbound.route.mode is not None:
-            user_metadata["mode"] = inbound.route.mode
-        if rotations:
-            user_metadata["rotation"] = rotations[-1].reason.value
-        if fragments:
-            user_metadata["recall"] = [
-                {
-                    "session_id": f.session_id,
-                    "message_id": f.message_id,
-                    "score": f.score,
-                    "rationale": f.rationale,
-                }
-                for f in fragments
-            ]
-        if verdict is not None:
-            user_metadata["classification"] = verdict.metadata()
-        if plan is not None:
-            user_metadata.update(plan.user_metadata)
+        user_metadata = user_message_metadata(
+            inbound, handle.turn_id, agent.name, rotations, fragments, verdict, plan
+        )
         if inbound.attachments and (plan is None or plan.append_user):
             user_metadata["attachments"] = await keep_attachments(
                 self.artifacts, ref.owner, ref.name, handle.turn_id, inbound.attachments
@@ -366,156 +327,29 @@ class TurnService:
             # Kept (who asked what is part of the record) but never answered, and left
             # out of every later context (seed 004: unsafe turns add no memory).
             raise UnsafeRequest("the request was classified unsafe; nothing was run")
-        context = await self._assemble(ref, agent, segment, fragments, plan)
-        context = self._with_turn_input(agent, inbound, context, content, verdict)
-        await self._reply(
-            ref, record, agent, segment, context, handle, inbound, content, verdict, plan
-        )
-
-    def _with_turn_input(
-        self,
-        agent: AgentProfile,
-        inbound: InboundTurn,
-        context: AssembledContext,
-        content: str,
-        verdict: Verdict | None,
-    ) -> AssembledContext:
-        """The turn's images, and for script_delimiter agents the safety marker (seed
-        004 gives the reply model both), in place of its plain text on the wire."""
-        lead = ""
-        if verdict is not None and agent.output_contract == "script_delimiter":
-            lead = verdict.classification.marker
-        if not lead and not inbound.attachments:
-            return context
-        first = self.models.get(inbound.reply_model or agent.reply_model)
-        parts = turn_parts(
-            content, inbound.attachments, lead=lead, vision=capabilities_of(first).images
-        )
-        return replace(context, current_parts=parts)
-
-    async def _assemble(
-        self,
-        key: KeyRef,
-        agent: AgentProfile,
-        segment: Segment,
-        fragments: Sequence[RecallFragment],
-        plan: ClientPlan | None = None,
-    ) -> AssembledContext:
-        thread = await self.sessions.thread_tail(key, segment, agent.memory_window)
-        if agent.classifier is not None:
-            thread = leave_out_unsafe(thread)
-        return assemble_context(
-            thread=thread,
-            memory_window=agent.memory_window,
-            system_prompt=agent.system_prompt,
-            context_files=agent.context_files,
-            recalled=fragments,
-            token_budget=agent.token_budget,
-            max_tool_result_chars=agent.max_tool_result_chars,
-            client_system=None if plan is None else plan.turn.system,
-            leave_out=() if plan is None else plan.superseded,
-        )
-
-    async def _reply(
-        self,
-        ref: KeyRef,
-        record: SessionKeyRecord,
-        agent: AgentProfile,
-        segment: Segment,
-        context: AssembledContext,
-        handle: TurnHandle,
-        inbound: InboundTurn,
-        content: str,
-        verdict: Verdict | None = None,
-        plan: ClientPlan | None = None,
-    ) -> None:
-        override = inbound.reply_model or record.overrides.get("reply_model")
-        names = [override or agent.reply_model, *agent.fallback_models]
-        append = self._appender(ref, segment.session_id, handle, plan)
-        client_options = None if inbound.client is None else inbound.client.options
-        if client_options is not None:
-            # The client's own tools or response format: one call with exactly those.
-            await run_client_reply(
-                self.models,
-                names,
-                context,
-                handle,
-                append,
-                client_options,
-                max_reply_chars=self.max_reply_chars,
-            )
-            return
-        if agent.output_contract == "script_delimiter":
-            marks: dict[str, Any] = {"turn_id": handle.turn_id}
-            if verdict is not None:
-                marks["classification"] = verdict.classification.label.value
-            await self.scripted.run(
-                ScriptedTurn(
-                    agent=agent,
-                    handle=handle,
-                    wire=with_contract_prompt(context.to_wire(inline_tool_steps=True)),
-                    model_names=names,
-                    label=verdict.classification.label if verdict is not None else None,
-                    append=append,
-                    max_reply_chars=self.max_reply_chars,
-                    metadata=marks,
-                )
-            )
-            return
-        if agent.uses_tools and self.runtime is not None:
-            await self.runtime.run(
-                AgentTurn(
-                    ref=ref,
-                    session_id=segment.session_id,
-                    agent=agent,
-                    handle=handle,
-                    context=context,
-                    model_names=names,
-                    caller=inbound.caller,
-                    content=content,
-                    depth=inbound.depth,
-                    max_reply_chars=self.max_reply_chars,
-                    append=append,
-                )
-            )
-            return
-        handoff = None
-        if self.handoffs is not None:
-            handoff = self.handoffs.for_turn(agent, inbound.caller, ref)
-        await stream_plain_reply(
-            self.models,
-            names,
-            context,
-            handle,
-            append,
-            max_reply_chars=self.max_reply_chars,
-            addendum=handoff,
-        )
-
-    def _appender(
-        self, ref: KeyRef, session_id: str, handle: TurnHandle, plan: ClientPlan | None = None
-    ) -> Appender:
-        async def append(
-            role: Role,
-            content: str,
-            metadata: dict[str, Any],
-            status: MessageStatus = MessageStatus.COMPLETE,
-        ) -> Message:
-            if role is Role.ASSISTANT:
-                handle.reply_text = content  # the last one is the reply
-            if plan is not None:
-                metadata = plan.reply_metadata(role, metadata)
-            message = await self.sessions.append_message(
-                ref,
-                session_id,
-                role=role,
+        context = await assemble_turn_context(sessions, ref, agent, segment, fragments, plan)
+        context = with_turn_input(self.models, agent, inbound, context, content, verdict)
+        await produce_reply(
+            self._reply_paths(),
+            ReplyTurn(
+                ref=ref,
+                agent=agent,
+                session_id=segment.session_id,
+                context=context,
+                handle=handle,
+                inbound=inbound,
                 content=content,
-                now=self.sessions.clock.now(),
-                status=status,
-                metadata=metadata,
-            )
-            if plan is not None:
-                await plan.appended(message, handle)
-            return message
+                model_names=reply_model_names(inbound, record, agent),
+                append=store_appender(sessions, ref, segment.session_id, handle, plan),
+                verdict=verdict,
+            ),
+        )
 
-        return append
+    def _reply_paths(self) -> ReplyPaths:
+        return ReplyPaths(
+            models=self.models,
+            scripted=self.scripted,
+            runtime=self.runtime,
+            handoffs=self.handoffs,
+            max_reply_chars=self.max_reply_chars,
+        )

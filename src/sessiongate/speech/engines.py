@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Mapping
 
-from sessiongate.config import ModelConfig
+from sessiongate.config_models import ModelConfig
 from sessiongate.config_voice import VoiceConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.retry import PLACEHOLDER_KEY, api_key_for

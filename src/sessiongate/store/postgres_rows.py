@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
 
-from sessiongate.config import redact_url
+from sessiongate.config_database import redact_url
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import (
     Message,

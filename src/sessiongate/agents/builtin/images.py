@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sessiongate.agents.builtin.arguments import parse_arguments, schema_of
 from sessiongate.agents.builtin.made_files import keep_made_file
 from sessiongate.agents.tools import FunctionTool, ToolContext, ToolFailed, ToolOutput
-from sessiongate.config import ModelConfig, Settings
+from sessiongate.config import Settings
+from sessiongate.config_models import ModelConfig
 from sessiongate.config_tools import ImagesToolConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.base import ToolSpec
