@@ -143,3 +143,41 @@ def test_hostile_attachments_get_a_clear_4xx_before_anything_runs(
     with httpx.Client(base_url=gw.url, timeout=30) as client:
         listed = client.get("/v1/sessions", headers=gw.auth("alice"))
     assert "shots" not in listed.text  # not even the key was created
+
+
+def test_a_keys_artifacts_are_listed_by_turn_and_type_to_their_owner_only(
+    setup: tuple[Gateway, VisionModel, ScriptedModel],
+) -> None:
+    gw, _, _ = setup
+    first = turn(gw, agent="eyes", attachments=[image()]).json()["turn_id"]
+    second = turn(gw, agent="eyes", attachments=[image(JPEG, "image/jpeg")]).json()["turn_id"]
+    with httpx.Client(base_url=gw.url, timeout=30, headers=gw.auth("alice")) as client:
+        every = client.get("/v1/artifacts", params={"key": "shots"}).json()["artifacts"]
+        by_turn = client.get("/v1/artifacts", params={"key": "shots", "turn_id": first}).json()
+        jpegs = client.get("/v1/artifacts", params={"key": "shots", "media_type": "image/jpeg"})
+        one = client.get("/v1/artifacts", params={"key": "shots", "limit": 1}).json()
+        theirs = client.get("/v1/artifacts", params={"key": "shots"}, headers=gw.auth("bob"))
+        bad = {
+            name: client.get("/v1/artifacts", params=params)
+            for name, params in {
+                "no key": {},
+                "bad key": {"key": "a b\x00"},
+                "bad turn": {"key": "shots", "turn_id": "../etc"},
+                "bad type": {"key": "shots", "media_type": "<script>"},
+                "zero limit": {"key": "shots", "limit": 0},
+                "huge limit": {"key": "shots", "limit": 10**30},
+            }.items()
+        }
+        fetched = client.get(every[0]["url"])
+    # Newest first, each with where it came from.
+    assert [a["turn_id"] for a in every] == [second, first]
+    assert {a["key"] for a in every} == {"shots"}
+    assert [a["media_type"] for a in by_turn["artifacts"]] == ["image/png"]
+    assert [a["turn_id"] for a in jpegs.json()["artifacts"]] == [second]
+    assert len(one["artifacts"]) == 1
+    assert fetched.status_code == 200 and fetched.content == JPEG
+    # Bob's "shots" is his own (empty) key: alice's artifacts are never listed to him.
+    assert theirs.status_code == 200 and theirs.json() == {"artifacts": []}
+    for name, response in bad.items():
+        assert response.status_code == 400, (name, response.text)
+        assert response.json()["error"]["code"], name

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -15,6 +16,8 @@ import openai
 import pytest
 from pydantic import BaseModel
 
+from sessiongate.api.openai_messages import fit_client_tools, parse_request
+from sessiongate.config_handoff import HandoffConfig
 from sessiongate.models.base import (
     NO_OPTIONS,
     ModelCapabilities,
@@ -661,13 +664,45 @@ def test_a_bad_request_is_a_400_naming_what_is_wrong(
     assert rest.get("/v1/sessions").json() == before
 
 
-def test_tools_for_an_agent_whose_model_cannot_call_them_are_refused(rest: httpx.Client) -> None:
-    answer = rest.post(
+def test_tools_offered_to_a_model_that_cannot_call_them_are_dropped_and_said(
+    rest: httpx.Client,
+) -> None:
+    """Open WebUI 0.12 offers its built-in tools with every chat request: a text-only
+    agent still answers (and says the tools were dropped); requiring a tool is refused."""
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    offered = rest.post(
         "/v1/chat/completions",
-        json={
-            "model": "plain",
-            "messages": [u("hi")],
-            "tools": [{"type": "function", "function": {"name": "f"}}],
-        },
+        json={"model": "plain", "messages": [u("hi")], "tools": tools, "tool_choice": "auto"},
     )
-    assert answer.status_code == 400 and answer.json()["error"]["code"] == "tools_not_supported"
+    assert offered.status_code == 200, offered.text
+    assert offered.headers["x-client-tools"] == "dropped"
+    assert offered.json()["choices"][0]["message"]["content"]
+    for choice in ("required", {"type": "function", "function": {"name": "f"}}):
+        answer = rest.post(
+            "/v1/chat/completions",
+            json={"model": "plain", "messages": [u("hi")], "tools": tools, "tool_choice": choice},
+        )
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["code"] == "tools_not_supported"
+
+
+def test_an_agent_with_a_handoff_gets_no_client_tools(gw: Gateway) -> None:
+    """An agent with a hand-off declares its model tool-less, whatever its adapter says."""
+    agent = gw.engine.turns.agent("main")
+    parsed = parse_request(
+        [u("draw me a cat")],
+        tools=[{"type": "function", "function": {"name": "f"}}],
+        tool_choice=None,
+        response_format=None,
+        vision=False,
+        max_attachments=1,
+        max_attachment_bytes=1024,
+    )
+    assert parsed.options is not None and parsed.options.tools
+    kept, note = fit_client_tools(agent, True, parsed)
+    assert kept is parsed and note == {}
+    with_handoff = replace(agent, handoff=HandoffConfig.model_construct(enabled=True))
+    fitted, note = fit_client_tools(with_handoff, True, parsed)
+    assert fitted.options is not None and fitted.options.tools == ()
+    assert note == {"X-Client-Tools": "dropped"}
+    assert fitted.content == parsed.content

@@ -1,5 +1,7 @@
-"""`GET /v1/artifacts/{id}`: a file a tool made, to its owner (DESIGN.md §9); and
-`GET /v1/artifacts/{id}/meta`: what is known of it, its WebDAV copy's status included.
+"""`GET /v1/artifacts/{id}`: a file a tool made, to its owner (DESIGN.md §9);
+`GET /v1/artifacts/{id}/meta`: what is known of it, its WebDAV copy's status included; and
+`GET /v1/artifacts?key=`: the artifacts a key's turns made (a page finds a spoken reply's
+audio again by its turn).
 
 The bytes are served as what the gateway recorded (never sniffed by the browser:
 `nosniff`), inline, under a policy that lets nothing in them run or load anything: an
@@ -17,11 +19,14 @@ from fastapi.responses import Response
 
 from sessiongate.api.auth import CurrentUser
 from sessiongate.api.schemas import iso
+from sessiongate.core.ids import is_session_id
+from sessiongate.core.keys import validate_session_key
 from sessiongate.core.users import validate_user_name
-from sessiongate.errors import Forbidden
+from sessiongate.errors import Forbidden, InvalidInput
 from sessiongate.service.artifacts import ArtifactNotFound
 from sessiongate.service.engine import Engine
 from sessiongate.store.artifact_copies_base import ArtifactCopy
+from sessiongate.store.artifacts_base import Artifact
 
 router = APIRouter(prefix="/v1")
 
@@ -48,6 +53,47 @@ def owner_for(user: CurrentUser, owner: str | None) -> str:
             code="owner_not_allowed",
         )
     return owner
+
+
+#: What `media_type=` may name: a type/subtype, nothing else.
+MEDIA_TYPE = r"^[a-z0-9][a-z0-9.+-]{0,40}/[a-z0-9][a-z0-9.+-]{0,80}$"
+
+
+@router.get("/artifacts")
+async def list_artifacts(
+    user: CurrentUser,
+    request: Request,
+    key: Annotated[str, Query(min_length=1, max_length=256)],
+    turn_id: Annotated[str | None, Query(max_length=64)] = None,
+    media_type: Annotated[str | None, Query(pattern=MEDIA_TYPE)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    owner: Annotated[str | None, Query(max_length=64)] = None,
+) -> dict[str, Any]:
+    engine: Engine = request.app.state.engine
+    name = validate_session_key(key)
+    if turn_id is not None and not is_session_id(turn_id):
+        raise InvalidInput(
+            "turn_id is a lower-case UUID as the gateway issues it", code="invalid_turn_id"
+        )
+    if engine.artifacts is None:
+        return {"artifacts": []}
+    found = await engine.artifacts.of_key(
+        owner_for(user, owner), name, turn_id=turn_id, media_type=media_type, limit=limit
+    )
+    return {"artifacts": [artifact_json(a) for a in found]}
+
+
+def artifact_json(artifact: Artifact) -> dict[str, Any]:
+    return {
+        "artifact_id": artifact.artifact_id,
+        "url": f"/v1/artifacts/{artifact.artifact_id}",
+        "media_type": artifact.media_type,
+        "size": artifact.size,
+        "sha256": artifact.sha256,
+        "created_at": iso(artifact.created_at),
+        "key": artifact.key,
+        "turn_id": artifact.turn_id,
+    }
 
 
 @router.get("/artifacts/{artifact_id}")
@@ -82,17 +128,7 @@ async def get_artifact_meta(
         raise ArtifactNotFound("no artifact with that id")
     artifact = await engine.artifacts.describe(owner_for(user, owner), artifact_id)
     copy = await engine.artifacts.copy_of(artifact)
-    return {
-        "artifact_id": artifact.artifact_id,
-        "url": f"/v1/artifacts/{artifact.artifact_id}",
-        "media_type": artifact.media_type,
-        "size": artifact.size,
-        "sha256": artifact.sha256,
-        "created_at": iso(artifact.created_at),
-        "key": artifact.key,
-        "turn_id": artifact.turn_id,
-        "copy": None if copy is None else copy_json(copy),
-    }
+    return {**artifact_json(artifact), "copy": None if copy is None else copy_json(copy)}
 
 
 def copy_json(copy: ArtifactCopy) -> dict[str, Any]:

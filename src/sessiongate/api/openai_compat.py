@@ -3,8 +3,8 @@
 `model` names an agent. The conversation a request belongs to: `X-Session-Key`; else the
 client's own id (`X-OpenWebUI-Chat-Id`, `X-Conversation-Id`, `metadata.conversation_id`);
 else the stored conversation its message list continues, or a new one
-(service/conversations.py, which also reconciles the list with the stored thread:
-continuation, regenerate, edit). Client
+(service/conversations.py; service/conversation_reconcile.py reconciles the list with
+the stored thread: continuation, regenerate, edit). Client
 `system` messages reach the model after the agent's own; the client's `tools`,
 `tool_choice` and `response_format` reach the model, and its tool calls come back in
 OpenAI's shape. A stateless agent (`history = "none"`) or a one-shot task request (Open
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sessiongate.api.auth import CurrentUser, caller_for, routes_of
 from sessiongate.api.errors import error_response
-from sessiongate.api.openai_messages import ParsedRequest, parse_request
+from sessiongate.api.openai_messages import ParsedRequest, fit_client_tools, parse_request
 from sessiongate.api.sse import collect_reply, reply_status
 from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
 from sessiongate.config_openai import OpenAIConfig
@@ -34,6 +34,7 @@ from sessiongate.core.events import (
     ActionEvent,
     ActionResultEvent,
     AudioEvent,
+    AudioPartEvent,
     ClassificationEvent,
     ContextLogEvent,
     EndEvent,
@@ -181,11 +182,7 @@ async def chat_completions(
         max_attachments=limits.max_attachments,
         max_attachment_bytes=limits.max_attachment_bytes,
     )
-    if parsed.options is not None and parsed.options.tools and not capabilities_of(model).tools:
-        raise InvalidInput(
-            f"agent {agent.name!r} answers with a model that cannot call tools",
-            code="tools_not_supported",
-        )
+    parsed, tools_note = fit_client_tools(agent, capabilities_of(model).tools, parsed)
     completion = _Completion(body, config)
     if _one_shot(agent, parsed, x_openwebui_task, config):
         wire = stateless_wire(agent, parsed.system, parsed.wire)
@@ -195,7 +192,9 @@ async def chat_completions(
         first = await anext(events)
         if isinstance(first, ErrorEvent):
             raise TurnFailed(first)
-        return await completion.respond(handle, first, events, {"X-Session-Identity": "none"})
+        return await completion.respond(
+            handle, first, events, {"X-Session-Identity": "none", **tools_note}
+        )
 
     caller = caller_for(user)
     hashes = prefix_hashes(parsed.messages)
@@ -236,6 +235,7 @@ async def chat_completions(
         "X-Session-Key": getattr(first, "session_key", key),
         "X-Session-Id": getattr(first, "session_id", ""),
         "X-Session-Identity": identity.value,
+        **tools_note,
     }
     return await completion.respond(handle, first, events, headers)
 
@@ -391,6 +391,8 @@ class _Completion:
                     yield b"data: " + orjson.dumps(error) + b"\n\n"
                 case StartEvent():
                     pass  # the session ids ride in the response headers
+                case AudioPartEvent():
+                    pass  # parts are for players; this route never speaks (no `speak`)
                 case _:
                     assert_never(event)
         yield b"data: [DONE]\n\n"

@@ -3,20 +3,25 @@ system messages, its list as `ClientMessage`s (core/conversation.py) and as the 
 port's wire messages, the new turn's text and images, and the model options it asks for.
 
 Every shape a client may send is checked here, so a malformed request is a 400 naming
-what is wrong and never reaches a turn.
+what is wrong and never reaches a turn; and the client's tools are fitted to what the
+agent's model can do.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sessiongate.core.attachments import ImageAttachment, decode_image
 from sessiongate.core.conversation import ClientCall, ClientMessage, Role, image_digest
 from sessiongate.errors import InvalidInput
 from sessiongate.models.base import ModelOptions, ToolChoice, ToolSpec
+from sessiongate.service.agents import AgentProfile
+
+log = logging.getLogger("sessiongate.openai")
 
 #: Tool names models accept (DESIGN.md §7).
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -305,3 +310,26 @@ def parse_request(
         ),
         options=parse_options(tools, tool_choice, response_format),
     )
+
+
+def fit_client_tools(
+    agent: AgentProfile, model_calls_tools: bool, parsed: ParsedRequest
+) -> tuple[ParsedRequest, dict[str, str]]:
+    """The request as the agent's model can take it. A model that cannot call tools (by
+    its adapter, or an agent with a hand-off, whose model is declared tool-less) answers in
+    text when the client only offers tools (`tool_choice` absent, `auto` or `none`: Open
+    WebUI 0.12 offers its 36 built-in tools with every chat request), and the response
+    says so (`X-Client-Tools: dropped`); a client that requires a tool gets 400
+    `tools_not_supported`, since no answer could honour it."""
+    options = parsed.options
+    if options is None or not options.tools or (model_calls_tools and agent.handoff is None):
+        return parsed, {}
+    if options.tool_choice not in (None, "auto", "none"):
+        raise InvalidInput(
+            f"agent {agent.name!r} answers with a model that cannot call tools, and the"
+            " request requires one (tool_choice)",
+            code="tools_not_supported",
+        )
+    log.info("client tools dropped", extra={"agent": agent.name, "tools": len(options.tools)})
+    fitted = replace(options, tools=(), tool_choice=None)
+    return replace(parsed, options=fitted), {"X-Client-Tools": "dropped"}

@@ -1,5 +1,6 @@
 """Webhooks, the pure part: a delivery's body, its signature and the wait before a retry
-(DESIGN.md §9, docs/hooks.md). No I/O here; `service/hooks.py` queues and sends.
+(DESIGN.md §9, docs/hooks.md). No I/O here; `service/hooks.py` queues,
+`service/hook_sender.py` sends.
 
 A body is `{"id", "event", "created_at", "data"}` as compact JSON. Each attempt is
 signed afresh: `X-Sessiongate-Timestamp` is the attempt's Unix time in seconds and

@@ -119,6 +119,27 @@ class ArtifactService:
             raise ArtifactNotFound(f"no artifact {artifact_id}")
         return artifact
 
+    async def of_key(
+        self,
+        owner: str,
+        key: str,
+        *,
+        turn_id: str | None = None,
+        media_type: str | None = None,
+        limit: int = 100,
+    ) -> list[Artifact]:
+        """The owner's artifacts made on `key` (optionally by one turn, of one media type),
+        newest first, at most `limit`. Another user's key lists nothing."""
+        found = await self.store.artifacts_of_key(owner, key)
+        chosen = [
+            a
+            for a in found
+            if (turn_id is None or a.turn_id == turn_id)
+            and (media_type is None or a.media_type == media_type)
+        ]
+        chosen.sort(key=lambda a: (a.created_at, a.artifact_id), reverse=True)
+        return chosen[:limit]
+
     async def read(self, owner: str, artifact_id: str) -> tuple[Artifact, bytes]:
         artifact = await self.describe(owner, artifact_id)
         data = await asyncio.to_thread(self.files.read, artifact.file_name)

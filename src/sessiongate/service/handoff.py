@@ -1,4 +1,4 @@
-"""Seed 000's hybrid hand-off, the shell around `core/handoff.py`: after the reply of an
+"""Seed 000's hybrid hand-off, the shell around `core/handoff*.py`: after the reply of an
 agent whose model cannot call tools has streamed, keep what it promised.
 
 `HandoffService.for_turn` gives the turn a `ReplyAddendum` (service/plain_reply.py runs

@@ -43,7 +43,7 @@ class InboundTurn:
     #: Speak the reply: an `audio` event follows `end` (DESIGN.md §9).
     speak: bool = False
     #: An OpenAI-compatible request: the client's whole list, reconciled with the stored
-    #: thread before the turn (service/conversations.py).
+    #: thread before the turn (service/conversation_reconcile.py).
     client: ClientTurn | None = None
 
 

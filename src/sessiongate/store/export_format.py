@@ -2,7 +2,7 @@
 
 Line 1 is the key header; then each segment (oldest first) followed by its messages; then
 the rotation log. One renderer per line type, so an export can be streamed page by page
-(service/sessions.py) as well as built from a whole `ChainRecords`.
+(service/session_exchange.py) as well as built from a whole `ChainRecords`.
 """
 
 from __future__ import annotations
