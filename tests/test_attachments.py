@@ -157,16 +157,16 @@ def test_a_keys_artifacts_are_listed_by_turn_and_type_to_their_owner_only(
         jpegs = client.get("/v1/artifacts", params={"key": "shots", "media_type": "image/jpeg"})
         one = client.get("/v1/artifacts", params={"key": "shots", "limit": 1}).json()
         theirs = client.get("/v1/artifacts", params={"key": "shots"}, headers=gw.auth("bob"))
+        bad_params: dict[str, dict[str, Any]] = {
+            "no key": {},
+            "bad key": {"key": "a b\x00"},
+            "bad turn": {"key": "shots", "turn_id": "../etc"},
+            "bad type": {"key": "shots", "media_type": "<script>"},
+            "zero limit": {"key": "shots", "limit": 0},
+            "huge limit": {"key": "shots", "limit": 10**30},
+        }
         bad = {
-            name: client.get("/v1/artifacts", params=params)
-            for name, params in {
-                "no key": {},
-                "bad key": {"key": "a b\x00"},
-                "bad turn": {"key": "shots", "turn_id": "../etc"},
-                "bad type": {"key": "shots", "media_type": "<script>"},
-                "zero limit": {"key": "shots", "limit": 0},
-                "huge limit": {"key": "shots", "limit": 10**30},
-            }.items()
+            name: client.get("/v1/artifacts", params=params) for name, params in bad_params.items()
         }
         fetched = client.get(every[0]["url"])
     # Newest first, each with where it came from.
