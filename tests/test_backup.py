@@ -86,14 +86,14 @@ def test_backup_under_load_then_restore(tmp_path: Path) -> None:
             worker.start()
         try:
             deadline = time.monotonic() + 20
-            while len(messages(gw.db_path)) < 80 and time.monotonic() < deadline:
+            while len(messages(gw.sqlite_file)) < 80 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            committed = messages(gw.db_path)  # committed before the backup begins
+            committed = messages(gw.sqlite_file)  # committed before the backup begins
             assert len(committed) >= 80
             result = sessiongate("backup", str(copy), "--config", str(config))
             assert result.returncode == 0, result.stderr
             assert "backed up" in result.stdout
-            during = len(messages(gw.db_path))
+            during = len(messages(gw.sqlite_file))
             # The gateway's own database is in use: restoring over it needs --force.
             refused = CliRunner().invoke(app, ["restore", str(copy), "--config", str(config)])
             assert refused.exit_code == 1 and "in use" in refused.stderr

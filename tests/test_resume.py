@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -21,10 +20,9 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from sessiongate.config import Settings
-from sessiongate.models.base import NO_OPTIONS, ModelChunk, ModelOptions, TextDelta, Usage
-from sessiongate.models.base import WireMessage as Wire
 from sessiongate.service.turn_journal import TurnJournal
 from tests.support.gateway import Gateway, gateway_settings, running_gateway
+from tests.support.held_model import HeldModel
 
 TIMEOUT = 10.0
 #: The model stops after this many tokens of a `hold <tag> …` message until released.
@@ -34,43 +32,9 @@ UNKNOWN_TURN = "01890000-0000-7000-8000-000000000000"
 Event = tuple[str, str, dict[str, Any]]  # (id, event type, data)
 
 
-class HeldModel:
-    """Replies `reply to: <content>` word by word; `hold <tag> …` stops after HELD_AFTER
-    words until `release(tag)` (threading events: the gateway runs in another thread)."""
-
-    name = "scripted"
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._gates: dict[str, tuple[threading.Event, threading.Event]] = {}
-
-    def gate(self, tag: str) -> tuple[threading.Event, threading.Event]:
-        with self._lock:
-            return self._gates.setdefault(tag, (threading.Event(), threading.Event()))
-
-    def release(self, tag: str) -> None:
-        self.gate(tag)[1].set()
-
-    async def stream(
-        self, messages: Sequence[Wire], options: ModelOptions = NO_OPTIONS
-    ) -> AsyncIterator[ModelChunk]:
-        content = str(messages[-1]["content"])
-        words = f"reply to: {content}".split(" ")
-        parts = content.split(" ")
-        tag = parts[1] if parts[0] == "hold" and len(parts) > 1 else None
-        for index, word in enumerate(words):
-            if index == HELD_AFTER and tag is not None:
-                started, release = self.gate(tag)
-                started.set()
-                await asyncio.to_thread(release.wait, TIMEOUT)
-            yield TextDelta(word if index == 0 else " " + word)
-            await asyncio.sleep(0)
-        yield Usage(prompt_tokens=len(messages), completion_tokens=len(words))
-
-
 @pytest.fixture(scope="module")
 def model() -> HeldModel:
-    return HeldModel()
+    return HeldModel(HELD_AFTER)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import asyncio
 import json
 import sqlite3
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,16 +26,14 @@ from sessiongate.config import Settings
 from sessiongate.core.events import EndEvent, ErrorEvent, StartEvent, TokenEvent, TurnEvent
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Message, MessageStatus, Role
-from sessiongate.models.base import NO_OPTIONS, ModelChunk, ModelOptions, TextDelta, Usage
-from sessiongate.models.base import WireMessage as Wire
 from sessiongate.service.engine import build_engine
 from sessiongate.service.turn_recovery import NO_REPLY, StoredTurnReplay, ending_events
 from sessiongate.store import postgres_turns, sqlite_turns
 from sessiongate.store.turns_base import StoredTurn
 from tests.conftest import BACKENDS
 from tests.support.gateway import USERS, Gateway, gateway_settings, run_sync, running_gateway
+from tests.support.held_model import HeldModel
 from tests.support.kill import kill_when_ready
-from tests.test_user_erasure import AnyStoreSettings
 
 TIMEOUT = 15.0
 HELD_AFTER = 2
@@ -52,46 +50,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend", BACKENDS, indirect=True)
 
 
-class HeldModel:
-    """Replies `reply to: <content>` word by word; `hold <tag> …` stops after HELD_AFTER
-    words until `release(tag)` (threading events: gateways run in other threads)."""
-
-    name = "scripted"
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._gates: dict[str, tuple[threading.Event, threading.Event]] = {}
-
-    def gate(self, tag: str) -> tuple[threading.Event, threading.Event]:
-        with self._lock:
-            return self._gates.setdefault(tag, (threading.Event(), threading.Event()))
-
-    def release(self, tag: str) -> None:
-        self.gate(tag)[1].set()
-
-    async def stream(
-        self, messages: Sequence[Wire], options: ModelOptions = NO_OPTIONS
-    ) -> AsyncIterator[ModelChunk]:
-        content = str(messages[-1]["content"])
-        words = f"reply to: {content}".split(" ")
-        parts = content.split(" ")
-        tag = parts[1] if parts[0] == "hold" and len(parts) > 1 else None
-        for index, word in enumerate(words):
-            if index == HELD_AFTER and tag is not None:
-                started, release = self.gate(tag)
-                started.set()
-                # Polled (the release comes from another thread), not waited on in a
-                # thread of its own: a gateway shutting down cancels it at once.
-                while not release.is_set():  # noqa: ASYNC110
-                    await asyncio.sleep(0.01)
-            yield TextDelta(word if index == 0 else " " + word)
-            await asyncio.sleep(0)
-        yield Usage(prompt_tokens=len(messages), completion_tokens=len(words))
-
-
 def settings_for(tmp_path: Path, database_url: str) -> Settings:
-    plain = gateway_settings(tmp_path, database={"url": database_url, "pool_size": 4})
-    return AnyStoreSettings(**plain.model_dump())
+    return gateway_settings(tmp_path, database={"url": database_url, "pool_size": 4})
 
 
 def add_users(settings: Settings) -> dict[str, str]:
@@ -99,7 +59,7 @@ def add_users(settings: Settings) -> dict[str, str]:
     once started, after `running_gateway` would add them); their API keys."""
 
     async def add() -> dict[str, str]:
-        engine = build_engine(settings, models={"scripted": HeldModel()})
+        engine = build_engine(settings, models={"scripted": HeldModel(HELD_AFTER)})
         await engine.start()
         try:
             keys = {}
@@ -149,7 +109,7 @@ async def wait_until(event: threading.Event) -> None:
 
 async def test_a_finished_turn_resumes_after_a_restart(tmp_path: Path, database_url: str) -> None:
     settings = settings_for(tmp_path, database_url)
-    model = HeldModel()
+    model = HeldModel(HELD_AFTER)
     with running_gateway(settings, {"scripted": model}, keys=add_users(settings)) as first:
         original = await stream_turn(first, "resume:restart", "what survives a restart")
         keys = first.keys
@@ -212,7 +172,7 @@ async def test_a_turn_cut_by_shutdown_resumes_as_interrupted(
     """The gateway stops mid-reply: the partial reply is kept `interrupted`, and after the
     restart a resume answers exactly it."""
     settings = settings_for(tmp_path, database_url)
-    model = HeldModel()
+    model = HeldModel(HELD_AFTER)
     with running_gateway(settings, {"scripted": model}, keys=add_users(settings)) as first:
         async with (
             httpx.AsyncClient(base_url=first.url, timeout=TIMEOUT) as http,
@@ -257,7 +217,7 @@ def test_a_killed_turn_resumes_with_what_the_store_has(tmp_path: Path) -> None:
     async def resumed() -> httpx.Response:
         return await resume(gw, turn_id)
 
-    with running_gateway(gateway_settings(tmp_path), {"scripted": HeldModel()}) as gw:
+    with running_gateway(gateway_settings(tmp_path), {"scripted": HeldModel(HELD_AFTER)}) as gw:
         response = asyncio.run(asyncio.wait_for(resumed(), 5))  # no waiting on a dead turn
     events = parse_events(response.text)
     assert [e[1] for e in events] == ["start", "error"]
@@ -272,7 +232,7 @@ def test_a_killed_turn_resumes_with_what_the_store_has(tmp_path: Path) -> None:
 async def test_a_turn_running_on_one_engine_is_resumed_on_another(
     tmp_path: Path, database_url: str
 ) -> None:
-    model = HeldModel()
+    model = HeldModel(HELD_AFTER)
     settings_a = settings_for(tmp_path / "a", database_url)
     settings_b = settings_for(tmp_path / "b", database_url)
     (tmp_path / "a").mkdir()
@@ -315,7 +275,7 @@ async def stored_turn_id(database_url: str, content: str) -> str:
 async def test_the_lookup_uses_the_turn_index(tmp_path: Path, database_url: str) -> None:
     settings = settings_for(tmp_path, database_url)
     keys = add_users(settings)
-    with running_gateway(settings, {"scripted": HeldModel()}, keys=keys) as gw:
+    with running_gateway(settings, {"scripted": HeldModel(HELD_AFTER)}, keys=keys) as gw:
         await stream_turn(gw, "resume:index", "index me")
     if not database_url:
         db = sqlite3.connect(tmp_path / "sessiongate.db")

@@ -120,7 +120,7 @@ def ask(gw: Gateway, text: str | None, user: str = "alice") -> httpx.Response:
 
 
 def stored(gw: Gateway, key: str = "desktop:alice") -> list[tuple[str, str, dict[str, Any]]]:
-    with sqlite3.connect(gw.db_path) as db:
+    with sqlite3.connect(gw.sqlite_file) as db:
         rows = db.execute(
             "SELECT m.role, m.content, m.metadata FROM messages m"
             " JOIN segments s ON s.session_id = m.segment_id"

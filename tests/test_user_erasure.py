@@ -120,26 +120,14 @@ async def search_rows(query: Query, word: str, postgres: bool) -> dict[str, int]
     }
 
 
-class AnyStoreSettings(Settings):
-    """`running_gateway` reports `sqlite_path` (its `db_path`), which a PostgreSQL URL has
-    not; this answers a path nothing opens instead, so one gateway helper serves both."""
-
-    @property
-    def sqlite_path(self) -> Path:
-        if self.database.backend == "postgres":
-            return self.data_dir / "not-used-on-postgres.db"
-        return super().sqlite_path
-
-
 def erasure_settings(tmp_path: Path, database_url: str) -> Settings:
-    plain = gateway_settings(
+    return gateway_settings(
         tmp_path,
         database={"url": database_url, "pool_size": 4},
         modes={"private": {"unlock_ttl": "1h"}},
         hooks=[HOOK],
         notes={"embeddings": "builtin"},
     )
-    return AnyStoreSettings(**plain.model_dump())
 
 
 def prefill(settings: Settings) -> dict[str, str]:

@@ -33,11 +33,18 @@ class Gateway:
     ws_url: str
     engine: Engine
     keys: dict[str, str]
-    db_path: Path
+    #: The SQLite file; None when the gateway runs on PostgreSQL.
+    db_path: Path | None
     server: uvicorn.Server = field(repr=False)
 
     def auth(self, user: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.keys[user]}"}
+
+    @property
+    def sqlite_file(self) -> Path:
+        if self.db_path is None:
+            raise RuntimeError("this gateway runs on PostgreSQL: it has no SQLite file")
+        return self.db_path
 
 
 def gateway_settings(tmp_path: Path, **overrides: Any) -> Settings:
@@ -99,7 +106,7 @@ def running_gateway(
             f"ws://127.0.0.1:{port}",
             engine,
             keys,
-            settings.sqlite_path,
+            settings.sqlite_path if settings.database.backend == "sqlite" else None,
             server,
         )
     finally:
