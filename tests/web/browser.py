@@ -145,11 +145,11 @@ async def sign_in(page: Page, url: str, key: str) -> None:
     await page.get_by_label("API key").fill(key)
     await page.get_by_role("button", name="Sign in").click()
     await page.get_by_role("navigation", name="Sessions").wait_for()
-    await page.get_by_label("Message").wait_for()
+    await page.get_by_label("Message", exact=True).wait_for()
 
 
 async def send(page: Page, text: str) -> None:
-    await page.get_by_label("Message").fill(text)
+    await page.get_by_label("Message", exact=True).fill(text)
     await page.get_by_role("button", name="Send").click()
 
 

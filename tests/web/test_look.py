@@ -114,7 +114,9 @@ async def test_screenshots(gw: Gateway) -> None:
                     .first.locator("summary")
                     .click()
                 )
-                await page.get_by_label("Message").fill("Thanks! Add the market as a task.")
+                await page.get_by_label("Message", exact=True).fill(
+                    "Thanks! Add the market as a task."
+                )
                 path = SCREENSHOTS / name
                 await page.screenshot(path=str(path))
                 assert path.stat().st_size > 10_000

@@ -140,6 +140,7 @@ async def test_recall_with_a_rationale_reaches_the_next_turn(tmp_path: Path) -> 
             )
             await expect(dialog.locator(".recalled")).to_contain_text("planning the beds again")
             await page.keyboard.press("Escape")
+            await expect(page.get_by_role("dialog")).to_have_count(0)
 
             await send(page, "What goes with the tomatoes?")
             await expect(last_reply(page)).to_contain_text("recalled:")
