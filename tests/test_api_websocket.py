@@ -146,6 +146,28 @@ async def test_wrong_key_gets_error_then_close(gw: Gateway, path: str, first: st
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
 
 
+async def test_a_key_erased_while_its_socket_is_open_stops_working(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is checked again before a frame is taken (here on every frame): once an
+    admin erases the user, the open socket answers `invalid_api_key` and closes; another
+    user's socket goes on."""
+    monkeypatch.setattr("sessiongate.api.websocket.RECHECK_KEY_SECONDS", 0.0)
+    with running_gateway(gateway_settings(tmp_path), {"scripted": ScriptedModel()}) as gw:
+        async with chat(gw, user="bob") as (bob, _), chat(gw, user="alice") as (alice, _):
+            assert reply_of(await turn(bob, "before"))
+            async with httpx.AsyncClient(base_url=gw.url, timeout=TIMEOUT) as http:
+                erased = await http.delete("/v1/users/bob", headers=gw.auth("root"))
+            assert erased.status_code == 200, erased.text
+            await bob.send(json.dumps({"content": "after"}))
+            refused = await recv_json(bob)
+            assert refused["type"] == "error" and refused["code"] == "invalid_api_key"
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(bob.recv(), TIMEOUT)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+            assert reply_of(await turn(alice, "still here"))
+
+
 @pytest.mark.parametrize("path", PATHS)
 async def test_silence_closes_after_the_auth_timeout(gw: Gateway, path: str) -> None:
     async with open_socket(gw, path) as ws:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -62,6 +63,10 @@ POLICY_VIOLATION = 1008
 #: The `ready` frame carries at most this share of the frame limit in history; older
 #: messages are paged through REST (`history_complete: false` says so).
 HISTORY_SHARE = 2
+#: A socket's key is checked again, before a frame is taken, when its last check is older
+#: than this: a key revoked, rotated or erased meanwhile (by the CLI, another worker or an
+#: admin) stops working on sockets already open, at the cost of one lookup per interval.
+RECHECK_KEY_SECONDS = 5.0
 
 
 class ChatSocket(SocketLink):
@@ -80,6 +85,8 @@ class ChatSocket(SocketLink):
         self.keys = SocketKeys(self.engine, services.seed, endpoint, ws.query_params)
         #: Turns this socket follows again after `resume` frames, each in its own task.
         self._resumes: set[asyncio.Task[None]] = set()
+        self._token = ""
+        self._key_checked_at = 0.0
 
     async def run(self) -> None:
         await self.ws.accept()
@@ -141,8 +148,24 @@ class ChatSocket(SocketLink):
             await self.ws.send_text("error:invalid_api_key")
             await self.ws.close(POLICY_VIOLATION, "invalid api key")
             return None
+        self._token = token
+        self._key_checked_at = time.monotonic()
         await self.ws.send_text("authenticated")
         return user
+
+    async def _key_still_valid(self, user: User) -> bool:
+        """False (after an error frame and a close) when the socket's key no longer names
+        its user; checked at most every RECHECK_KEY_SECONDS."""
+        now = time.monotonic()
+        if now - self._key_checked_at < RECHECK_KEY_SECONDS:
+            return True
+        current = await self.engine.users.authenticate(self._token)
+        if current is not None and current.name == user.name:
+            self._key_checked_at = now
+            return True
+        await self._error("invalid_api_key", "this API key was revoked or replaced")
+        await self.ws.close(POLICY_VIOLATION, "api key revoked")
+        return False
 
     async def _ready(self, user: User, key: str) -> None:
         history: list[dict[str, Any]] = []
@@ -177,6 +200,8 @@ class ChatSocket(SocketLink):
         while True:
             frame = await self.ws.receive()
             if frame["type"] == "websocket.disconnect":
+                return
+            if not await self._key_still_valid(user):
                 return
             received += 1
             try:
