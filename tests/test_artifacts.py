@@ -70,6 +70,25 @@ async def test_ids_sort_in_creation_order(engine: Engine) -> None:
     assert len(set(ids)) == 5
 
 
+async def test_a_keys_artifacts_are_listed_newest_first_by_turn_and_type(engine: Engine) -> None:
+    artifacts = service(engine)
+
+    async def save(media_type: str, turn_id: str, key: str = "talk") -> str:
+        saved = await artifacts.save("alice", PNG_BYTES, media_type, key=key, turn_id=turn_id)
+        return saved.artifact_id
+
+    first = await save("image/png", "turn-1")
+    spoken = await save("audio/wav", "turn-2")
+    second = await save("image/png", "turn-2")
+    await save("image/png", "turn-1", key="elsewhere")
+    listed = await artifacts.of_key("alice", "talk")
+    assert [a.artifact_id for a in listed] == [second, spoken, first]
+    by_turn = await artifacts.of_key("alice", "talk", turn_id="turn-2", media_type="image/png")
+    assert [a.artifact_id for a in by_turn] == [second]
+    assert [a.artifact_id for a in await artifacts.of_key("alice", "talk", limit=1)] == [second]
+    assert await artifacts.of_key("bob", "talk") == []
+
+
 async def test_another_users_artifact_is_not_found_like_an_unknown_id(engine: Engine) -> None:
     artifacts = service(engine)
     saved = await artifacts.save("alice", PNG_BYTES, "image/png")

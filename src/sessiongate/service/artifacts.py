@@ -130,15 +130,9 @@ class ArtifactService:
     ) -> list[Artifact]:
         """The owner's artifacts made on `key` (optionally by one turn, of one media type),
         newest first, at most `limit`. Another user's key lists nothing."""
-        found = await self.store.artifacts_of_key(owner, key)
-        chosen = [
-            a
-            for a in found
-            if (turn_id is None or a.turn_id == turn_id)
-            and (media_type is None or a.media_type == media_type)
-        ]
-        chosen.sort(key=lambda a: (a.created_at, a.artifact_id), reverse=True)
-        return chosen[:limit]
+        return await self.store.list_artifacts(
+            owner, key, turn_id=turn_id, media_type=media_type, limit=limit
+        )
 
     async def read(self, owner: str, artifact_id: str) -> tuple[Artifact, bytes]:
         artifact = await self.describe(owner, artifact_id)

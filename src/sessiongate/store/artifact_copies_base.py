@@ -63,6 +63,20 @@ def copy_from_row(row: Row, to_time: Callable[[Any], datetime]) -> ArtifactCopy:
     )
 
 
+def copy_row(copy: ArtifactCopy, from_time: Callable[[datetime], Any]) -> tuple[Any, ...]:
+    """The row an insert writes; `from_time` writes a time as the store keeps it."""
+    return (
+        copy.artifact_id,
+        copy.owner,
+        copy.remote_path,
+        copy.state,
+        copy.attempts,
+        from_time(copy.next_attempt_at),
+        copy.last_error,
+        from_time(copy.updated_at),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CopyJob:
     """A claimed row (its `attempts` already counts this attempt) and, for a copy, the

@@ -60,6 +60,13 @@ class ArtifactStore(Protocol):
 
     async def artifacts_of_key(self, owner: str, key: str) -> list[Artifact]: ...
 
+    async def list_artifacts(
+        self, owner: str, key: str, *, turn_id: str | None, media_type: str | None, limit: int
+    ) -> list[Artifact]:
+        """The key's artifacts, optionally one turn's or one media type's, newest first,
+        at most `limit`: filtered and cut by the database, on its (owner, key) index."""
+        ...
+
     async def artifacts_of_owner(self, owner: str) -> list[Artifact]: ...
 
     async def delete_artifacts(

@@ -124,3 +124,23 @@ class HookStore(Protocol):
     async def delete_for_key(self, owner: str, session_key: str) -> int:
         """Delete every delivery about a key being erased; how many went."""
         ...
+
+
+def delivery_row(d: HookDelivery, from_time: Callable[[datetime], Any]) -> tuple[Any, ...]:
+    """The row an insert writes (`DELIVERY_COLUMNS`' order); `from_time` writes a time as
+    the store keeps it."""
+    return (
+        d.delivery_id,
+        d.hook,
+        d.event,
+        d.body,
+        d.status,
+        d.attempts,
+        from_time(d.next_attempt_at),
+        d.last_error,
+        None if d.delivered_at is None else from_time(d.delivered_at),
+        None if d.failed_at is None else from_time(d.failed_at),
+        from_time(d.created_at),
+        d.owner,
+        d.session_key,
+    )

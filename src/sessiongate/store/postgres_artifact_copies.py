@@ -15,6 +15,7 @@ from sessiongate.store.artifact_copies_base import (
     CopyJob,
     CopyState,
     copy_from_row,
+    copy_row,
 )
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.postgres_rows import utc
@@ -43,16 +44,7 @@ _AS_CLAIMED = "artifact_id = $1 AND state = $2 AND attempts = $3"
 
 def copy_values(copy: ArtifactCopy) -> tuple[Any, ...]:
     """The row `INSERT_COPY` writes (also used by the artifact store, in its transaction)."""
-    return (
-        copy.artifact_id,
-        copy.owner,
-        copy.remote_path,
-        copy.state,
-        copy.attempts,
-        utc(copy.next_attempt_at),
-        copy.last_error,
-        utc(copy.updated_at),
-    )
+    return copy_row(copy, utc)
 
 
 class PostgresArtifactCopyStore:

@@ -52,6 +52,21 @@ class PostgresArtifactStore:
         )
         return [_row_artifact(r) for r in rows]
 
+    async def list_artifacts(
+        self, owner: str, key: str, *, turn_id: str | None, media_type: str | None, limit: int
+    ) -> list[Artifact]:
+        rows = await self._store.pool.fetch(
+            f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE owner = $1 AND key = $2"
+            " AND ($3::text IS NULL OR turn_id = $3) AND ($4::text IS NULL OR media_type = $4)"
+            " ORDER BY created_at DESC, id DESC LIMIT $5",
+            owner,
+            key,
+            turn_id,
+            media_type,
+            limit,
+        )
+        return [_row_artifact(r) for r in rows]
+
     async def artifacts_of_owner(self, owner: str) -> list[Artifact]:
         rows = await self._store.pool.fetch(
             f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE owner = $1 ORDER BY id", owner

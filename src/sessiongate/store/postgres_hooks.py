@@ -18,6 +18,7 @@ from sessiongate.store.hooks_base import (
     DeliveryStatus,
     HookDelivery,
     delivery_from_row,
+    delivery_row,
 )
 from sessiongate.store.postgres import PostgresStore
 from sessiongate.store.postgres_rows import utc
@@ -177,21 +178,7 @@ def _count(status: str) -> int:
 
 
 def _values(d: HookDelivery) -> tuple[object, ...]:
-    return (
-        d.delivery_id,
-        d.hook,
-        d.event,
-        d.body,
-        d.status,
-        d.attempts,
-        utc(d.next_attempt_at),
-        d.last_error,
-        None if d.delivered_at is None else utc(d.delivered_at),
-        None if d.failed_at is None else utc(d.failed_at),
-        utc(d.created_at),
-        d.owner,
-        d.session_key,
-    )
+    return delivery_row(d, utc)
 
 
 def _delivery(row: asyncpg.Record) -> HookDelivery:

@@ -14,6 +14,7 @@ from sessiongate.store.artifact_copies_base import (
     CopyJob,
     CopyState,
     copy_from_row,
+    copy_row,
 )
 from sessiongate.store.sqlite import SQLiteStore
 from sessiongate.store.sqlite_rows import from_micros, to_micros
@@ -35,16 +36,7 @@ _AS_CLAIMED = "artifact_id = ? AND state = ? AND attempts = ?"
 
 def copy_values(copy: ArtifactCopy) -> tuple[Any, ...]:
     """The row `INSERT_COPY` writes (also used by the artifact store, in its transaction)."""
-    return (
-        copy.artifact_id,
-        copy.owner,
-        copy.remote_path,
-        copy.state,
-        copy.attempts,
-        to_micros(copy.next_attempt_at),
-        copy.last_error,
-        to_micros(copy.updated_at),
-    )
+    return copy_row(copy, to_micros)
 
 
 class SQLiteArtifactCopyStore:

@@ -53,6 +53,17 @@ class SQLiteArtifactStore:
         ).fetchall()
         return [_row_artifact(r) for r in rows]
 
+    async def list_artifacts(
+        self, owner: str, key: str, *, turn_id: str | None, media_type: str | None, limit: int
+    ) -> list[Artifact]:
+        rows = self._conn.execute(
+            f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE owner = ? AND key = ?"
+            " AND (? IS NULL OR turn_id = ?) AND (? IS NULL OR media_type = ?)"
+            " ORDER BY created_at DESC, id DESC LIMIT ?",
+            (owner, key, turn_id, turn_id, media_type, media_type, limit),
+        ).fetchall()
+        return [_row_artifact(r) for r in rows]
+
     async def artifacts_of_owner(self, owner: str) -> list[Artifact]:
         rows = self._conn.execute(
             f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE owner = ? ORDER BY id", (owner,)

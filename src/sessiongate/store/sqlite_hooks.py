@@ -14,6 +14,7 @@ from sessiongate.store.hooks_base import (
     DeliveryStatus,
     HookDelivery,
     delivery_from_row,
+    delivery_row,
 )
 from sessiongate.store.sqlite import SQLiteStore
 from sessiongate.store.sqlite_rows import from_micros, to_micros
@@ -152,22 +153,8 @@ class SQLiteHookStore:
             ).rowcount
 
 
-def _values(d: HookDelivery) -> tuple[Any, ...]:
-    return (
-        d.delivery_id,
-        d.hook,
-        d.event,
-        d.body,
-        d.status,
-        d.attempts,
-        to_micros(d.next_attempt_at),
-        d.last_error,
-        None if d.delivered_at is None else to_micros(d.delivered_at),
-        None if d.failed_at is None else to_micros(d.failed_at),
-        to_micros(d.created_at),
-        d.owner,
-        d.session_key,
-    )
+def _values(d: HookDelivery) -> tuple[object, ...]:
+    return delivery_row(d, to_micros)
 
 
 def _delivery(row: tuple[Any, ...]) -> HookDelivery:
