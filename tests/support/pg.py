@@ -3,6 +3,7 @@ test so tests never see each other's rows."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -47,8 +48,22 @@ async def fresh_database() -> AsyncIterator[str]:
     try:
         yield with_database(url, name)
     finally:
-        admin = await asyncpg.connect(url)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await _drop(url, name)
+
+
+async def _drop(url: str, name: str) -> None:
+    """Drop the database, its connections too. An autovacuum worker that has just
+    started on it belongs to a role the tests' role may not signal (FORCE then fails
+    with InsufficientPrivilegeError): it ends within moments, so try again briefly."""
+    admin = await asyncpg.connect(url)
+    try:
+        for attempt in range(50):
+            try:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                return
+            except asyncpg.InsufficientPrivilegeError:
+                if attempt == 49:
+                    raise
+                await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
