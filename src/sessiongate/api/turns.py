@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
+from sessiongate.api.event_stream import TurnStreamResponse
 from sessiongate.api.sse import collect_reply, id_prefix, reply_status, sse_frame
 from sessiongate.core.events import ErrorEvent, TurnEvent
 from sessiongate.errors import SessionGateError
@@ -38,6 +40,11 @@ async def begin_turn(
         handle = engine.turns.start_turn(inbound)  # bad input raises here, as a 4xx
     events = handle.events()
     first = await anext(events)
+    # The turn went on past `start` without yielding, up to its upstream request: the SDK's
+    # HTTP client writes it from a task of its own, queued behind this one. Yield once so
+    # the request leaves before the response (headers, first frame) is started here;
+    # otherwise the model waits for that work (~0.5 ms) before it can begin.
+    await asyncio.sleep(0)
     if isinstance(first, ErrorEvent):
         raise TurnFailed(first)
     return handle, first, events
@@ -65,7 +72,7 @@ async def run_http_turn(
     if isinstance(handle, RepeatedTurn) and not isinstance(handle, ReplayedTurn):
         after = seq_after(last_event_id, handle.turn_id) or 0
     headers = {**SSE_HEADERS, "X-Session-Key": inbound.key}
-    return StreamingResponse(
+    return TurnStreamResponse(
         _frames(first, events, handle, after), media_type="text/event-stream", headers=headers
     )
 
