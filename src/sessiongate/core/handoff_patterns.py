@@ -2,9 +2,10 @@
 asking the control model about (an image, a video or a search promised).
 
 They run on every reply of an agent with a hand-off, so they must be cheap: the built-in
-ones run on the lowered reply, behind a gate of plain words (`DEFAULT_CUES`), and a match
-goes through `handoff_guards.guarded` before it counts. A match only means "worth
-asking"; stage 2 (`handoff_classification.py`) decides.
+ones — seed 000's patterns and the structure of a promise (`handoff_structure.py`: an
+intent's word with a commitment frame around it) — run on the lowered reply, behind a
+gate of plain words, and a match goes through `handoff_guards.guarded` before it counts.
+A match only means "worth asking"; stage 2 (`handoff_classification.py`) decides.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from sessiongate.core.handoff import INTENTS, Intent
 from sessiongate.core.handoff_guards import guarded
+from sessiongate.core.handoff_structure import STRUCTURES, Structure
 
 #: Seed 000's stage-1 patterns, verbatim (its `TOOL_PATTERNS`).
 SEED_PATTERNS: dict[Intent, tuple[str, ...]] = {
@@ -28,135 +30,17 @@ SEED_PATTERNS: dict[Intent, tuple[str, ...]] = {
     "search": (r"(?:search|look up)\s+(?:the\s+)?(?:web|internet)",),
 }
 
-#: Added to seed 000's by default: phrasings of promises the seed's patterns miss, as
-#: classes (a now-or-soon frame, a making verb, a picture or video noun) rather than
-#: sentences. They were written against the misses of the corpora's first three batches
-#: (`tests/data/handoff_promising.jsonl`); docs/benchmarks.md says how they fare on a
-#: batch written before them.
-_SOON = (
-    r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i'm gonna|gonna|i'm|i am"
-    r"|while i|and i'll)"
-)
-_IMAGE = (
-    r"\b(?:image|picture|pic|photo|photograph|illustration|drawing|sketch|painting|portrait"
-    r"|artwork|logo|poster|wallpaper|comic|visual|selfie|cartoon|doodle|avatar|banner"
-    r"|mock-?up|diagram|chart|flowchart|infographic|map|meme|sticker|render|rendering"
-    r"|thumbnail|invitation|invite|flyer|icon|graphic|collage|watercolou?r|headshot"
-    r"|caricature|pixel[- ]?art|concept art|mood ?board|(?:greeting|birthday|post) ?card)"
-    r"(?:e?s)?\b"
-)
-_VIDEO = r"\b(?:video|clip|animation|gif|time-?lapse|footage|trailer|reel|animated\s+[\w-]+)s?\b"
-_MAKE = (
-    r"(?:generat|creat|mak|draw|paint|sketch|render|design|whip|produc|snap|cook|conjur"
-    r"|put|illustrat|doodl|draft|craft|mock|knock|throw|dream|compos)\w*"
-)
-_MAKE_VIDEO = _MAKE[:-4] + r"|film|shoot|record|animat)\w*"
-_WORDS = r"(?:[\w'-]+\s+){0,5}?"
-_START = r"(?:^|[.!?:;,*(\n]\s*|\b(?:okay|ok|sure|alright|now|yes)\W+)"
-_HERE = r"\b(?:here you go|here it is|here comes?|ta-?da|voil[aà])\b[^.!?\n]{0,60}?\b"
-#: Busy with it now: "working on the illustration now".
-_BUSY = r"\b(?:working on|busy with|finishing up|putting the finishing touches on)\s+"
-#: A pronoun standing for what is being made, at the end of its clause ("let me make it",
-#: not "let me make it up to you").
-_IT = (
-    r"\s+(?:it|that|this|one)(?:\s+(?:for you|now|right now|real quick|quickly))?"
-    r"\s*(?:[.!,;:\n]|$)"
-)
+#: The built-in patterns. Seed 000's match about one promise in ten; the rest are found
+#: by structure (`STRUCTURES`), which docs/benchmarks.md measures with them.
+DEFAULT_PATTERNS: dict[Intent, tuple[str, ...]] = dict(SEED_PATTERNS)
 
-EXTRA_PATTERNS: dict[Intent, tuple[str, ...]] = {
-    "image": (
-        rf"\b{_SOON}\s+(?:\w+\s+){{0,2}}?{_MAKE}\s+{_WORDS}{_IMAGE}",
-        rf"{_START}(?:generating|creating|making|drawing|painting|rendering|sketching"
-        rf"|designing)\s+{_WORDS}{_IMAGE}",
-        r"\b(?:let me|i'll|i will|i'm going to|i'm gonna|gonna)\s+(?:quickly\s+)?"
-        r"(?:draw|sketch|paint|doodle)\s+(?:that|this|it|one|them|you|something|him|her|us)\b",
-        rf"\b(?:let me|i'll|i will|i'm going to|i'm gonna|gonna)\s+(?:quickly\s+)?"
-        rf"(?:generate|render|illustrate){_IT}",
-        rf"{_IMAGE}[^.!?\n]{{0,80}}?\b(?:let me|i'll|i will|i'm going to|i'm gonna)\s+"
-        rf"(?:\w+\s+)?(?:make|create|whip up|put together|cook up|conjure up){_IT}",
-        rf"\bhere'?s\s+(?:your|one more|another)\s+(?:[\w'-]+\s+){{0,3}}?{_IMAGE}",
-        rf"\b(?:i'll|i will|let me|i'm going to|i'm gonna)\s+have\s+{_WORDS}{_IMAGE}"
-        r"[^.!?\n]{0,60}?\b(?:ready|done|finished)\b",
-        rf"{_BUSY}{_WORDS}{_IMAGE}",
-        r"\bi'm\s+(?:drawing|sketching|painting)\s+(?:that|this|it|one|you|something)\b",
-        rf"\b(?:coming (?:right )?up|give me a (?:sec|second|moment|minute)|one moment|hold on)"
-        rf"\W+{_WORDS}{_IMAGE}",
-        rf"{_IMAGE}[^.!?\n]{{0,80}}?\b(?:coming (?:right )?up|on (?:its|the) way)",
-        rf"{_HERE}{_IMAGE}",
-        rf"\bi (?:just )?(?:made|drew|created|generated|painted|rendered|sketched|designed)"
-        rf"\s+(?:you\s+)?{_WORDS}{_IMAGE}",
-        rf"\blet me show you\s+{_WORDS}{_IMAGE}",
-        r"\bbeing\s+(?:drawn|painted|sketched|generated|rendered|illustrated)\b",
-        r"\b(?:let me|i'll|i will|i'm going to|i'm gonna)\s+illustrate\b",
-        r"\b(?:let me|i'll|i will)\s+get\s+(?:that|it|this|one)\s+(?:made|drawn|generated"
-        r"|rendered|painted)\b",
-        r"\b(?:let me|i'll|i will|i'm going to|i'm gonna)\s+(?:\w+\s+)?(?:take|snap|shoot)"
-        r"\s+(?:you\s+)?(?:a|an|another|some)\s+(?:[\w'-]+\s+){0,2}?"
-        r"(?:photo|pic|picture|selfie|snapshot)s?\b",
-    ),
-    "video": (
-        rf"\b{_SOON}\s+(?:\w+\s+){{0,2}}?{_MAKE_VIDEO}\s+{_WORDS}{_VIDEO}",
-        rf"{_START}(?:generating|creating|making|rendering|filming|animating|recording)"
-        rf"\s+{_WORDS}{_VIDEO}",
-        rf"\b{_SOON}\s+turn(?:ing)?\s+{_WORDS}into\s+(?:an?\s+)?(?:\w+\s+)?{_VIDEO}",
-        rf"\b{_SOON}\s+bring\s+{_WORDS}to life",
-        rf"\b(?:coming (?:right )?up|give me a (?:sec|second|moment|minute)|one moment|hold on)"
-        rf"\W+{_WORDS}{_VIDEO}",
-        rf"{_VIDEO}[^.!?\n]{{0,80}}?\b(?:coming (?:right )?up|on (?:its|the) way)",
-        rf"{_HERE}{_VIDEO}",
-        rf"{_BUSY}{_WORDS}{_VIDEO}",
-    ),
-    "search": (
-        rf"\b{_SOON}\s+(?:\w+\s+){{0,2}}?(?:search|look(?:ing)? up|googl|brows|research"
-        r"|check|dig|hunt|find|look|scan|scour|comb|trawl|pull|hop|go)\w*\b[^.!?\n]{0,60}?"
-        r"\b(?:online|on the web|on the internet|the web|the internet|on google|web search"
-        r"|(?:web)?sites|the news)\b",
-        rf"\b{_SOON}\s+(?:\w+\s+){{0,2}}?(?:dig(?:ging)? up|pull(?:ing)?(?: up)?|fetch\w*"
-        r"|grab\w*|get|find|check\w*|look(?:ing)? up|track\w* down|round\w* up)\s+"
-        r"(?:\w+\s+){0,2}?(?:latest|newest|current|most recent|up-to-date|live)\b",
-        rf"\b{_SOON}\s+(?:\w+\s+){{0,2}}?see what(?:'s| is) out there\b",
-        r"\b(?:see|check|find out) what (?:the )?(?:internet|web|google)\b",
-        r"\b(?:a (?:sec|second|moment|minute)|one (?:sec|moment))\s+(?:to|while i|and i'll)\s+"
-        r"(?:search|look(?:ing)? (?:\w+ )?up|googl|check|find)",
-        rf"\b{_SOON}\s+(?:\w+\s+){{0,2}}?check\s+(?:[\w'-]+\s+){{0,3}}?(?:news|headlines"
-        r"|scores?|reviews|listings|prices|forecast|showtimes|timetables?)\b",
-        rf"\b{_SOON}\s+(?:\w+\s+){{0,2}}?(?:search(?:ing)?|googl\w*|look(?:ing)? (?:it |that |"
-        r"this )?up|research(?:ing)?)\b",
-        rf"\b{_SOON}\s+(?:\w+\s+){{0,2}}?(?:run|do|start)(?:ning)?\s+(?:a\s+)?(?:quick\s+)?"
-        r"(?:web\s+|online\s+|google\s+)?search",
-        rf"{_START}(?:searching|googling|looking (?:it |that )?up|browsing)\b",
-        r"\b(?:searching|googling|looking it up)\s+(?:now|right now)\b",
-        rf"\b{_SOON}\s+(?:look|hunt)\s+(?:around\s+)?for\s+(?:[\w'-]+\s+){{0,3}}?"
-        r"(?:news|articles|reviews|results|sources|info|information|studies|listings|prices"
-        r"|deals|places|options)\b",
-    ),
-}
-
-#: What the hand-off matches when an agent configures nothing.
-DEFAULT_PATTERNS: dict[Intent, tuple[str, ...]] = {
-    intent: SEED_PATTERNS[intent] + EXTRA_PATTERNS[intent] for intent in INTENTS
-}
-
-#: What every built-in pattern of an intent needs in the lowered reply: a reply with
-#: none of these skips them (most replies; tests/test_handoff.py checks the claim).
+#: What every one of an intent's `DEFAULT_PATTERNS` needs in the lowered reply: a reply
+#: with none of these skips them (tests/test_handoff.py checks the claim).
 DEFAULT_CUES: dict[Intent, tuple[str, ...]] = {
-    "image": (
-        "imag", "pic", "photo", "illustrat", "draw", "sketch", "paint", "portrait", "artwork",
-        "logo", "poster", "wallpaper", "comic", "visual", "selfie", "cartoon", "doodle",
-        "avatar", "banner", "generat", "render", "made", "snapshot", "mock", "diagram",
-        "chart", "map", "meme", "sticker", "thumbnail", "invit", "flyer", "icon", "graphic",
-        "collage", "watercolo", "headshot", "caricature", "pixel", "concept art", "mood",
-        "card",
-    ),
-    "video": (
-        "video", "clip", "animat", "gif", "lapse", "footage", "trailer", "reel", "life",
-    ),
-    "search": (
-        "search", "googl", "look", "brows", "online", "web", "internet", "sites", "check",
-        "find", "hunt", "news", "latest", "newest", "current", "recent", "up-to-date", "live",
-        "out there",
-    ),
-}  # fmt: skip
+    "image": ("imag", "pictur", "photo"),
+    "video": ("video", "animat"),
+    "search": ("web", "internet"),
+}
 
 #: Typographic apostrophes and quotes as the patterns spell them.
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
@@ -167,9 +51,10 @@ class IntentPatterns:
     the built-in ones run: several times faster than case-insensitive matching); a
     reply none of whose lowered text holds one of an intent's `cues` skips that intent's
     `patterns` (the cues must be what every one of them needs). With `guard`, a match of
-    `patterns` it says no to is skipped (`handoff_guards.guarded`). `custom` patterns (an
-    operator's) run case-insensitively on the reply as written, never skipped or
-    guarded."""
+    `patterns` it says no to is skipped (`handoff_guards.guarded`). `structures` find
+    promises by their structure, on the lowered reply, with the same `guard`.
+    `custom` patterns (an operator's) run case-insensitively on the reply as written,
+    never skipped or guarded."""
 
     def __init__(
         self,
@@ -177,12 +62,14 @@ class IntentPatterns:
         custom: Mapping[Intent, Sequence[str]] | None = None,
         cues: Mapping[Intent, Sequence[str]] | None = None,
         guard: Callable[[str, int, int], bool] | None = None,
+        structures: Mapping[Intent, Structure] | None = None,
     ) -> None:
         custom = custom or {}
+        self._structures = dict(structures or {})
         self.sources = {
             intent: (*patterns.get(intent, ()), *custom.get(intent, ()))
             for intent in INTENTS
-            if patterns.get(intent) or custom.get(intent)
+            if patterns.get(intent) or custom.get(intent) or intent in self._structures
         }
         self._lowered = {
             intent: [re.compile(p) for p in found] for intent, found in patterns.items() if found
@@ -213,6 +100,9 @@ class IntentPatterns:
             for pattern in self._lowered.get(intent, ()):
                 if self._found(pattern, lowered):
                     return True
+        structure = self._structures.get(intent)
+        if structure is not None and structure.found(lowered, self._guard):
+            return True
         return any(pattern.search(plain) for pattern in self._custom.get(intent, ()))
 
     def _found(self, pattern: re.Pattern[str], lowered: str) -> bool:
@@ -233,7 +123,8 @@ def patterns_for(
     replace: Iterable[Intent] = (),
 ) -> IntentPatterns:
     """The stage-1 patterns of an agent: for each intent it has a tool for, the built-in
-    patterns plus its own, or only its own for the intents it `replace`s."""
+    patterns and structure plus its own, or only its own for the intents it
+    `replace`s."""
     replaced = set(replace)
     builtin: dict[Intent, tuple[str, ...]] = {}
     own: dict[Intent, tuple[str, ...]] = {}
@@ -241,4 +132,5 @@ def patterns_for(
         own[intent] = tuple(configured.get(intent, ()))
         if intent not in replaced:
             builtin[intent] = DEFAULT_PATTERNS[intent]
-    return IntentPatterns(builtin, own, DEFAULT_CUES, guarded)
+    structures = {intent: STRUCTURES[intent] for intent in builtin}
+    return IntentPatterns(builtin, own, DEFAULT_CUES, guarded, structures)
