@@ -31,8 +31,12 @@ measured in the same run:
   sealed, and measured once after it. The listed patterns were then replaced by the
   structure, revised against dev to fresh 2, measured once on fresh 3, then revised
   against fresh 3 too. "fresh 4" (`LATEST`) was written by someone else while the
-  structure was being revised, sealed, never seen by it: it has no rows until it is
-  added to tests/data (a part with no rows prints "n/a").
+  structure was being revised, sealed, never seen by it, and measured once. Then the
+  learned backstop (`core/handoff_learned.py`, trained by bench/handoff_train.py on
+  every part up to fresh 4) was added; "fresh 5" (`LATEST`) was written, sealed, while
+  it was built: it has no rows until it is added to tests/data (a part with no rows
+  prints "n/a"). "patterns only" is the shipped stage 1 with the backstop off
+  (`learned = false`); "backstop only" counts the promises only the backstop found.
 
 Stage 2 needs a model, and no model runs here. The section "after stage 2" uses a
 deterministic rule STAND-IN (negations, questions, advice, past tense → no promise),
@@ -40,12 +44,12 @@ labelled SIMULATED in the output: its figures say what such rules would leave, n
 control model does. The target "0 hand-offs after stage 2" is not measured by this script.
 
     .venv/bin/python bench/handoff.py
-    .venv/bin/python bench/handoff.py --errors fresh-4     # misses and false positives
+    .venv/bin/python bench/handoff.py --errors fresh-5     # misses and false positives
     .venv/bin/python bench/handoff.py --json results.json
 
 The last line printed is always
-`handoff_stage1_fp_rate=<r> detection_min=<d> detection_fresh4=<f> p99_us=<p>`
-(`detection_fresh4=nan` while that part has no rows).
+`handoff_stage1_fp_rate=<r> detection_min=<d> detection_fresh5=<f> p99_us=<p>`
+(`detection_fresh5=nan` while that part has no rows).
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from sessiongate.core.handoff import INTENTS
 from sessiongate.core.handoff_patterns import SEED_PATTERNS, IntentPatterns, patterns_for
 
 DATA = REPO_DIR / "tests" / "data"
-PARTS = ("dev", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4")
+PARTS = ("dev", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4", "fresh-5")
 #: The part written last, measured once and never revised against.
 LATEST = PARTS[-1]
 
@@ -81,8 +85,11 @@ class Row:
 
 
 def load(name: str) -> list[Row]:
-    rows = []
-    for line in (DATA / name).read_text(encoding="utf-8").splitlines():
+    rows: list[Row] = []
+    path = DATA / name
+    if not path.exists():
+        return rows
+    for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             data = json.loads(line)
             rows.append(Row(data["text"], data["part"], data.get("intent"), bool(data.get("hard"))))
@@ -106,6 +113,7 @@ def naive(text: str) -> tuple[str, ...]:
 def matchers() -> dict[str, Matcher]:
     return {
         "shipped defaults": patterns_for(INTENTS, {}).match,
+        "patterns only": patterns_for(INTENTS, {}, learned=False).match,
         "seed 000 only": IntentPatterns(SEED_PATTERNS).match,
         "naive keywords": naive,
     }
@@ -215,6 +223,21 @@ def pct(value: float) -> str:
     return "n/a" if value != value else f"{100 * value:.1f}"
 
 
+def backstop_share(
+    found: dict[str, Matcher], ordinary: Sequence[Row], promising: Sequence[Row]
+) -> dict[str, int]:
+    """What the learned backstop alone added to the shipped stage 1: promises the
+    patterns missed and it found, and ordinary replies it alone sent to stage 2."""
+    shipped, patterns = found["shipped defaults"], found["patterns only"]
+    promises = sum(
+        1
+        for row in promising
+        if row.intent in shipped(row.text) and row.intent not in patterns(row.text)
+    )
+    false_positives = sum(1 for row in ordinary if shipped(row.text) and not patterns(row.text))
+    return {"promises": promises, "false_positives": false_positives}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=30, help="latency passes (default 30)")
@@ -255,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(render_table(headers, rows, right=set(range(1, 8))) + "\n")
 
     # By part.
-    print("## Stage 1 by part (shipped defaults / seed 000 only / naive keywords)\n")
+    print("## Stage 1 by part\n")
     rows = []
     for part in PARTS:
         o = [r for r in ordinary if r.part == part]
@@ -267,9 +290,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         cells.append(" / ".join(str(q.false_positives) for q in qs))
         for intent in INTENTS:
             cells.append(" / ".join(pct(q.detection(intent)) for q in qs))
+        share = backstop_share(found, o, p)
+        results.setdefault("backstop_only", {})[part] = share
+        cells.append(f"{share['promises']} / {share['false_positives']}")
         rows.append(cells)
     headers = ["part (ordinary + promising)", "false positives"] + [f"{i} %" for i in INTENTS]
-    print(render_table(headers, rows, right={1, 2, 3, 4}) + "\n")
+    headers.append("backstop only: promises / FP")
+    print(render_table(headers, rows, right={1, 2, 3, 4, 5}) + "\n")
+    print(
+        "(each cell: " + " / ".join(found) + "; backstop only: the shipped defaults'"
+        " detections and false positives that the patterns alone did not make)\n"
+    )
 
     # Latency.
     texts = [r.text for r in ordinary] + [r.text for r in promising]

@@ -12,6 +12,7 @@ can) and an OpenAI-compatible images API; and a local video job API
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import time
@@ -46,6 +47,14 @@ from sessiongate.core.handoff_classification import (
     parse_request,
 )
 from sessiongate.core.handoff_guards import guarded
+from sessiongate.core.handoff_learned import (
+    FEATURES,
+    LABELS,
+    WEIGHTS_FILE,
+    encode,
+    from_document,
+    shipped,
+)
 from sessiongate.core.handoff_lexicon import STRUCTURAL_PATTERNS, WORD_CUES, WORDS
 from sessiongate.core.handoff_patterns import (
     DEFAULT_CUES,
@@ -109,7 +118,7 @@ def test_patterns_extend_the_defaults_or_replace_them_per_intent() -> None:
 
 
 def test_guards_drop_a_match_framed_as_no_promise() -> None:
-    stage1 = patterns_for(INTENTS, {})
+    stage1 = patterns_for(INTENTS, {}, learned=False)  # the guards: patterns only
     not_promises = [
         "Sadly I cannot draw a picture of your house.",  # refusal
         "I'm not able to render videos, sorry.",  # the refusal inside the match
@@ -142,7 +151,7 @@ def test_guards_drop_a_match_framed_as_no_promise() -> None:
 def test_structure_finds_promises_by_word_and_frame() -> None:
     # Phrasings none of the corpora hold: a word of the intent's class with a
     # commitment frame before it, after it, or in the next sentence.
-    stage1 = patterns_for(INTENTS, {})
+    stage1 = patterns_for(INTENTS, {}, learned=False)  # the structure alone
     promises = {
         "image": [
             "Ooh, I love that idea \u2014 sketching it out for you now!",
@@ -537,13 +546,18 @@ def test_the_corpora_are_what_docs_benchmarks_md_measures() -> None:
     assert len({row["text"] for row in promising}) == len(promising)
     assert {row["intent"] for row in promising} == set(INTENTS)
     assert sum(1 for row in ordinary if row.get("hard")) >= 100
-    # Batch 4 ("fresh-3"), written before the last revision of the patterns and measured
-    # once after it (docs/benchmarks.md).
-    latest = [row for row in promising if row["part"] == "fresh-3"]
-    assert [sum(row["intent"] == i for row in latest) for i in INTENTS] == [40, 25, 25]
-    latest_ordinary = [row for row in ordinary if row["part"] == "fresh-3"]
-    assert len(latest_ordinary) >= 150
-    assert sum(1 for row in latest_ordinary if row["hard"]) >= len(latest_ordinary) / 2
+    # The sealed batches, each written by an author who never saw the patterns or the
+    # other corpora and measured once (docs/benchmarks.md): fresh 4 before the learned
+    # backstop existed, fresh 5 after it was trained (on everything up to fresh 4).
+    for part, intents, ordinary_rows in (
+        ("fresh-4", [60, 50, 56], 313),
+        ("fresh-5", [60, 50, 52], 305),
+    ):
+        latest = [row for row in promising if row["part"] == part]
+        assert [sum(row["intent"] == i for row in latest) for i in INTENTS] == intents
+        latest_ordinary = [row for row in ordinary if row["part"] == part]
+        assert len(latest_ordinary) == ordinary_rows
+        assert sum(1 for row in latest_ordinary if row["hard"]) >= len(latest_ordinary) / 2
 
 
 def test_stage_one_floors_on_the_corpora() -> None:
@@ -573,6 +587,21 @@ def test_stage_one_floors_on_the_corpora() -> None:
             assert hits / len(rows) >= FLOOR_DETECTION_PART, (part, intent, hits, len(rows))
 
 
+def test_stage_one_on_fresh_5_measured_once_unseen() -> None:
+    """Fresh 5 was sealed while the backstop was trained and measured once after: the
+    shipped stage 1 (patterns + backstop) found 96.7 / 94.0 / 96.2 % of its promises
+    and sent 7 of its 306 ordinary replies to stage 2. A floor a little under that."""
+    stage1 = patterns_for(INTENTS, {})
+    promising = [row for row in _corpus("handoff_promising.jsonl") if row["part"] == "fresh-5"]
+    ordinary = [row for row in _corpus("handoff_ordinary.jsonl") if row["part"] == "fresh-5"]
+    for intent in INTENTS:
+        rows = [row for row in promising if row["intent"] == intent]
+        hits = sum(1 for row in rows if intent in stage1.match(row["text"]))
+        assert hits / len(rows) >= 0.93, (intent, hits, len(rows))
+    reaching = [row["text"] for row in ordinary if stage1.match(row["text"])]
+    assert len(reaching) / len(ordinary) <= 0.03, reaching
+
+
 #: bench/handoff.py on 2026-11-23, after the structure: 100 % of every intent on every
 #: part; 0 of 716 ordinary replies reach stage 2.
 REVISED = ("dev", "held-out", "fresh-1", "fresh-2", "fresh-3")
@@ -582,10 +611,101 @@ CEILING_FALSE_POSITIVES = 0.01
 CEILING_EASY_FALSE_POSITIVES = 0
 
 
+# --- stage 1's learned backstop ------------------------------------------------------------
+
+#: Promises of fresh 4 that no pattern finds and the backstop does.
+ONLY_THE_BACKSTOP = {
+    "Brilliant, I'll knock up some quick colour concept art of the spaceship hangar for"
+    " you now.": "image",
+    "Hunting for the best Black Friday deals on a 65-inch OLED, I'll report back in a"
+    " moment.": "search",
+}
+
+
+def test_the_learned_backstop_ships_and_loads() -> None:
+    model = shipped()
+    assert model is shipped()  # read once
+    assert WEIGHTS_FILE.stat().st_size <= 300_000
+    document = json.loads(WEIGHTS_FILE.read_text(encoding="utf-8"))
+    assert document["features"] == FEATURES and tuple(document["labels"]) == LABELS
+    assert 0.0 < model.threshold < 1.0 and model.weights.shape == (len(model.index), 4)
+    # A file trained with other features is refused rather than misread.
+    with pytest.raises(ValueError, match="features"):
+        from_document({**document, "features": "something-else/v0"})
+    # The weights survive their encoding exactly.
+    again = from_document({**document, "weights": encode(model.weights)})
+    assert (again.weights == model.weights).all()
+
+
+def test_the_backstop_finds_what_the_patterns_miss_deterministically() -> None:
+    with_backstop = patterns_for(INTENTS, {})
+    patterns_only = patterns_for(INTENTS, {}, learned=False)
+    for text, intent in ONLY_THE_BACKSTOP.items():
+        assert patterns_only.match(text) == (), text
+        assert with_backstop.match(text) == (intent,), text
+        first = shipped().probabilities(text.lower())
+        assert first == shipped().probabilities(text.lower())  # same reply, same answer
+        assert abs(sum(first) - 1.0) < 1e-9
+    assert with_backstop.match("Paris is the capital of France.") == ()
+    assert with_backstop.match("   ") == ()
+    # Only the intents the agent has a tool for.
+    image_text = next(t for t, i in ONLY_THE_BACKSTOP.items() if i == "image")
+    assert patterns_for(["search"], {}).match(image_text) == ()
+    # A long reply: the promise at its end is not diluted by the answer before it.
+    long = "The hangar needs bays for six ships and a control tower. " * 20 + image_text
+    assert with_backstop.match(long) == ("image",)
+
+
+def test_the_backstop_is_off_when_replaced_or_switched_off() -> None:
+    image_text = next(t for t, i in ONLY_THE_BACKSTOP.items() if i == "image")
+    replaced = patterns_for(["image"], {"image": [r"\bpaint you\b"]}, replace=["image"])
+    assert replaced.match(image_text) == ()
+    assert patterns_for(["image"], {}, learned=False).match(image_text) == ()
+    # Replacing one intent keeps the backstop for the others.
+    search_text = next(t for t, i in ONLY_THE_BACKSTOP.items() if i == "search")
+    mixed = patterns_for(INTENTS, {"image": [r"\bpaint you\b"]}, replace=["image"])
+    assert mixed.match(search_text) == ("search",)
+    assert mixed.match(image_text) == ()
+    config = HandoffConfig(tools={"image": "image_generate"}, learned=False)
+    assert config.learned is False
+    assert HandoffConfig(tools={"image": "image_generate"}).learned is True
+
+
+def test_the_backstop_floors_on_a_batch_it_never_saw(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Leave-one-batch-out on fresh 4 (written by someone who never saw the patterns):
+    # trained on the other parts, as bench/handoff_train.py does, with the shipped
+    # threshold. It measured 85.0 / 84.0 / 87.5 % (image / video / search), 11 of 313
+    # ordinary replies reaching stage 2 (the patterns alone: 78.3 / 82.0 / 73.2 %, 5).
+    monkeypatch.syspath_prepend(str(DATA.parent.parent / "bench"))
+    import handoff_train
+
+    examples = handoff_train.load()
+    others = [e for e in examples if e.part != "fresh-4"]
+    trained = handoff_train.fit(others, handoff_train.DEFAULTS)
+    model = dataclasses.replace(trained, threshold=shipped().threshold)
+    patterns_only = patterns_for(INTENTS, {}, learned=False)
+    hits: dict[str, list[bool]] = {intent: [] for intent in INTENTS}
+    reaching_stage_2 = ordinary = 0
+    for example in (e for e in examples if e.part == "fresh-4"):
+        found = patterns_only.match(example.text)
+        if not found:
+            learned = model.intent(example.lowered, INTENTS)
+            found = (learned,) if learned else ()
+        label = LABELS[example.label]
+        if label == "none":
+            ordinary += 1
+            reaching_stage_2 += bool(found)
+        else:
+            hits[label].append(label in found)
+    rates = {intent: sum(h) / len(h) for intent, h in hits.items()}
+    assert rates["image"] >= 0.81 and rates["video"] >= 0.82 and rates["search"] >= 0.83, rates
+    assert reaching_stage_2 / ordinary <= 0.05
+
+
 def test_the_cue_gate_never_changes_what_the_defaults_match() -> None:
     # The cues only skip work: on every corpus reply, and on pieces of them glued
     # together, the gated patterns match exactly what the ungated ones do.
-    gated = patterns_for(INTENTS, {})
+    gated = patterns_for(INTENTS, {}, learned=False)  # the patterns; the backstop is apart
     ungated = IntentPatterns(
         DEFAULT_PATTERNS,
         guard=guarded,

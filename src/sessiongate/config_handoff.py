@@ -41,6 +41,9 @@ class HandoffConfig(Section):
     #: for the intents in `replace_patterns` they are used instead of them.
     patterns: dict[Intent, list[str]] = {}
     replace_patterns: list[Intent] = []
+    #: When the patterns find nothing, a small classifier shipped with the package reads
+    #: the reply for the built-in intents (not for those in `replace_patterns`).
+    learned: bool = True
     #: The most of a search result appended to the reply.
     max_result_chars: int = Field(1500, ge=100, le=20_000)
 

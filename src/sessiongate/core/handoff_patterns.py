@@ -6,6 +6,8 @@ ones — seed 000's patterns and the structure of a promise (`handoff_structure.
 intent's word with a commitment frame around it) — run on the lowered reply, behind a
 gate of plain words, and a match goes through `handoff_guards.guarded` before it counts.
 A match only means "worth asking"; stage 2 (`handoff_classification.py`) decides.
+When they find nothing, the learned backstop (`handoff_learned.py`) reads the reply for
+the built-in intents: a promise in words no pattern lists.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from sessiongate.core.handoff import INTENTS, Intent
 from sessiongate.core.handoff_guards import guarded
+from sessiongate.core.handoff_learned import LearnedModel, shipped
 from sessiongate.core.handoff_structure import STRUCTURES, Structure
 
 #: Seed 000's stage-1 patterns, verbatim (its `TOOL_PATTERNS`).
@@ -54,7 +57,8 @@ class IntentPatterns:
     `patterns` it says no to is skipped (`handoff_guards.guarded`). `structures` find
     promises by their structure, on the lowered reply, with the same `guard`.
     `custom` patterns (an operator's) run case-insensitively on the reply as written,
-    never skipped or guarded."""
+    never skipped or guarded. When nothing matched, `learned` (a classifier) may still
+    name one of `learned_intents`."""
 
     def __init__(
         self,
@@ -63,8 +67,12 @@ class IntentPatterns:
         cues: Mapping[Intent, Sequence[str]] | None = None,
         guard: Callable[[str, int, int], bool] | None = None,
         structures: Mapping[Intent, Structure] | None = None,
+        learned: LearnedModel | None = None,
+        learned_intents: Iterable[Intent] = (),
     ) -> None:
         custom = custom or {}
+        self._learned = learned
+        self._learned_intents = tuple(i for i in INTENTS if i in set(learned_intents))
         self._structures = dict(structures or {})
         self.sources = {
             intent: (*patterns.get(intent, ()), *custom.get(intent, ()))
@@ -92,7 +100,11 @@ class IntentPatterns:
             return ()
         plain = text.translate(_QUOTES)
         lowered = plain.lower()
-        return tuple(intent for intent in INTENTS if self._matches(intent, plain, lowered))
+        found = tuple(intent for intent in INTENTS if self._matches(intent, plain, lowered))
+        if found or self._learned is None or not self._learned_intents:
+            return found
+        learned = self._learned.intent(lowered, self._learned_intents)
+        return (learned,) if learned is not None else ()
 
     def _matches(self, intent: Intent, plain: str, lowered: str) -> bool:
         cues = self._cues.get(intent)
@@ -121,10 +133,11 @@ def patterns_for(
     intents: Iterable[Intent],
     configured: Mapping[Intent, Sequence[str]],
     replace: Iterable[Intent] = (),
+    learned: bool = True,
 ) -> IntentPatterns:
     """The stage-1 patterns of an agent: for each intent it has a tool for, the built-in
     patterns and structure plus its own, or only its own for the intents it
-    `replace`s."""
+    `replace`s; with `learned`, the backstop for the built-in ones."""
     replaced = set(replace)
     builtin: dict[Intent, tuple[str, ...]] = {}
     own: dict[Intent, tuple[str, ...]] = {}
@@ -133,4 +146,5 @@ def patterns_for(
         if intent not in replaced:
             builtin[intent] = DEFAULT_PATTERNS[intent]
     structures = {intent: STRUCTURES[intent] for intent in builtin}
-    return IntentPatterns(builtin, own, DEFAULT_CUES, guarded, structures)
+    backstop = shipped() if learned and builtin else None
+    return IntentPatterns(builtin, own, DEFAULT_CUES, guarded, structures, backstop, builtin)

@@ -117,7 +117,9 @@ def prepare(agent: AgentProfile, models: Mapping[str, ReplyModel]) -> AgentHando
             " (the hand-off runs inside the turn)"
         )
     intents = [i for i in INTENTS if i in config.tools or i in config.tools_primary]
-    patterns = patterns_for(intents, config.patterns, config.replace_patterns)
+    patterns = patterns_for(
+        intents, config.patterns, config.replace_patterns, learned=config.learned
+    )
     return AgentHandoff(config, model, patterns)
 
 
