@@ -20,12 +20,11 @@ from typing import Any, assert_never
 
 import orjson
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from sessiongate.api.auth import CurrentUser, caller_for, routes_of
 from sessiongate.api.errors import error_response
-from sessiongate.api.event_stream import TurnStreamResponse
 from sessiongate.api.openai_messages import ParsedRequest, fit_client_tools, parse_request
 from sessiongate.api.sse import collect_reply, reply_status
 from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
@@ -268,7 +267,7 @@ class _Completion:
         if not self.body.stream:
             return await self._whole(handle, first, events, headers)
         include_usage = bool(self.body.stream_options and self.body.stream_options.include_usage)
-        return TurnStreamResponse(
+        return StreamingResponse(
             self._chunks(handle, first, events, include_usage),
             media_type="text/event-stream",
             headers={**SSE_HEADERS, **headers},

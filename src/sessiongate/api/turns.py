@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.responses import Response
 
-from sessiongate.api.event_stream import TurnStreamResponse
 from sessiongate.api.sse import collect_reply, id_prefix, reply_status, sse_frame
 from sessiongate.core.events import ErrorEvent, TurnEvent
 from sessiongate.errors import SessionGateError
@@ -72,7 +71,7 @@ async def run_http_turn(
     if isinstance(handle, RepeatedTurn) and not isinstance(handle, ReplayedTurn):
         after = seq_after(last_event_id, handle.turn_id) or 0
     headers = {**SSE_HEADERS, "X-Session-Key": inbound.key}
-    return TurnStreamResponse(
+    return StreamingResponse(
         _frames(first, events, handle, after), media_type="text/event-stream", headers=headers
     )
 
