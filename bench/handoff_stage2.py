@@ -56,7 +56,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,6 @@ from sessiongate.config_handoff import HandoffConfig
 from sessiongate.config_models import ModelConfig
 from sessiongate.core.handoff import INTENTS, Intent
 from sessiongate.core.handoff_classification import (
-    MAX_ANSWER_CHARS,
     classifier_messages,
     decide,
     parse_request,
@@ -81,11 +80,10 @@ from sessiongate.models.base import (
     NO_OPTIONS,
     ModelOptions,
     ReplyModel,
-    TextDelta,
     capabilities_of,
 )
 from sessiongate.service.engine import build_reply_model
-from sessiongate.service.handoff import JSON_ANSWER
+from sessiongate.service.handoff import JSON_ANSWER, read_answer
 
 #: A tool for every intent, as in docs/handoff.md's example: no answer is lost to
 #: "no tool for this intent".
@@ -123,24 +121,6 @@ VARIANTS: dict[str, ModelOptions] = {
 }
 
 
-async def _ask(
-    model: ReplyModel, messages: list[dict[str, str]], options: ModelOptions, parts: list[str]
-) -> None:
-    """`HandoffService._ask`, writing into `parts` so a late answer can still be shown."""
-    size = 0
-    stream = model.stream(messages, options)
-    try:
-        async for chunk in stream:
-            if isinstance(chunk, TextDelta):
-                parts.append(chunk.text)
-                size += len(chunk.text)
-                if size > MAX_ANSWER_CHARS:
-                    break
-    finally:
-        if isinstance(stream, AsyncGenerator):
-            await stream.aclose()
-
-
 async def classify(
     model: ReplyModel, reply: str, user_message: str, options: ModelOptions
 ) -> tuple[str, str | None, float | None, float, str]:
@@ -151,7 +131,7 @@ async def classify(
     failure = ""
     try:
         async with asyncio.timeout(TIMEOUT_S):
-            await _ask(model, messages, options, parts)
+            await read_answer(model, messages, options, parts)
     except TimeoutError:
         failure = "timeout"
     except ModelError as exc:

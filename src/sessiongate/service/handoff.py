@@ -242,20 +242,7 @@ class HandoffService:
     async def _ask(self, name: str, messages: list[dict[str, str]]) -> str:
         model = self.models[name]
         options = JSON_ANSWER if capabilities_of(model).json_output else NO_OPTIONS
-        parts: list[str] = []
-        size = 0
-        stream = model.stream(messages, options)
-        try:
-            async for chunk in stream:
-                if isinstance(chunk, TextDelta):
-                    parts.append(chunk.text)
-                    size += len(chunk.text)
-                    if size > MAX_ANSWER_CHARS:
-                        break  # too long to be the one object asked for: stop paying
-        finally:
-            if isinstance(stream, AsyncGenerator):
-                await stream.aclose()
-        return "".join(parts)
+        return await read_answer(model, messages, options, [])
 
     async def _call(
         self,
@@ -314,3 +301,27 @@ class HandoffService:
                 "classify_ms": classify_ms,
             },
         )
+
+
+async def read_answer(
+    model: ReplyModel,
+    messages: list[dict[str, str]],
+    options: ModelOptions,
+    parts: list[str],
+) -> str:
+    """Stage 2's answer: the control model's text, read until it ends or grows longer
+    than any answer `parse_request` accepts. Each piece goes into `parts` as it comes, so
+    a caller whose time ran out still has what arrived (bench/handoff_stage2.py)."""
+    size = 0
+    stream = model.stream(messages, options)
+    try:
+        async for chunk in stream:
+            if isinstance(chunk, TextDelta):
+                parts.append(chunk.text)
+                size += len(chunk.text)
+                if size > MAX_ANSWER_CHARS:
+                    break  # too long to be the one object asked for: stop paying
+    finally:
+        if isinstance(stream, AsyncGenerator):
+            await stream.aclose()
+    return "".join(parts)
