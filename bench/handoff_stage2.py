@@ -70,12 +70,14 @@ from sessiongate.config_handoff import HandoffConfig
 from sessiongate.config_models import ModelConfig
 from sessiongate.core.handoff import INTENTS, Intent
 from sessiongate.core.handoff_classification import (
+    MAX_ANSWER_CHARS,
     classifier_messages,
     decide,
     parse_request,
 )
 from sessiongate.core.handoff_patterns import IntentPatterns, patterns_for
 from sessiongate.errors import ModelError
+from sessiongate.models.answers import JSON_ANSWER, read_answer
 from sessiongate.models.base import (
     NO_OPTIONS,
     ModelOptions,
@@ -83,7 +85,6 @@ from sessiongate.models.base import (
     capabilities_of,
 )
 from sessiongate.service.engine import build_reply_model
-from sessiongate.service.handoff import JSON_ANSWER, read_answer
 
 #: A tool for every intent, as in docs/handoff.md's example: no answer is lost to
 #: "no tool for this intent".
@@ -131,7 +132,7 @@ async def classify(
     failure = ""
     try:
         async with asyncio.timeout(TIMEOUT_S):
-            await read_answer(model, messages, options, parts)
+            await read_answer(model, messages, options, MAX_ANSWER_CHARS, parts)
     except TimeoutError:
         failure = "timeout"
     except ModelError as exc:

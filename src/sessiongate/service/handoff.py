@@ -23,7 +23,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from sessiongate.agents.registry import ToolRegistry, ToolResult
@@ -52,12 +52,9 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.core.users import Caller
 from sessiongate.errors import ConfigError, ModelError
+from sessiongate.models.answers import answer_options, read_answer
 from sessiongate.models.base import (
-    NO_OPTIONS,
-    ModelOptions,
     ReplyModel,
-    TextDelta,
-    capabilities_of,
 )
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.plain_reply import ReplyAddendum
@@ -68,7 +65,6 @@ log = logging.getLogger("sessiongate.handoff")
 
 #: The user's message of the turn (stage 2 reads it beside the reply).
 UserMessage = Callable[[KeyRef], Awaitable[str]]
-JSON_ANSWER = ModelOptions(response_format={"type": "json_object"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,8 +237,7 @@ class HandoffService:
 
     async def _ask(self, name: str, messages: list[dict[str, str]]) -> str:
         model = self.models[name]
-        options = JSON_ANSWER if capabilities_of(model).json_output else NO_OPTIONS
-        return await read_answer(model, messages, options, [])
+        return await read_answer(model, messages, answer_options(model), MAX_ANSWER_CHARS)
 
     async def _call(
         self,
@@ -301,27 +296,3 @@ class HandoffService:
                 "classify_ms": classify_ms,
             },
         )
-
-
-async def read_answer(
-    model: ReplyModel,
-    messages: list[dict[str, str]],
-    options: ModelOptions,
-    parts: list[str],
-) -> str:
-    """Stage 2's answer: the control model's text, read until it ends or grows longer
-    than any answer `parse_request` accepts. Each piece goes into `parts` as it comes, so
-    a caller whose time ran out still has what arrived (bench/handoff_stage2.py)."""
-    size = 0
-    stream = model.stream(messages, options)
-    try:
-        async for chunk in stream:
-            if isinstance(chunk, TextDelta):
-                parts.append(chunk.text)
-                size += len(chunk.text)
-                if size > MAX_ANSWER_CHARS:
-                    break  # too long to be the one object asked for: stop paying
-    finally:
-        if isinstance(stream, AsyncGenerator):
-            await stream.aclose()
-    return "".join(parts)

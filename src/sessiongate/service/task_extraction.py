@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from datetime import date, timedelta
 from zoneinfo import ZoneInfo
 
@@ -33,7 +33,8 @@ from sessiongate.core.task_extraction import (
 )
 from sessiongate.core.tasks import MAX_PAGE
 from sessiongate.errors import ConfigError, ModelError, SessionGateError
-from sessiongate.models.base import ModelOptions, ReplyModel, TextDelta, capabilities_of
+from sessiongate.models.answers import answer_options, read_answer
+from sessiongate.models.base import ReplyModel
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.hooks import COMPLETED, HookService
 from sessiongate.service.tasks import TaskService
@@ -183,23 +184,7 @@ class TaskExtractor:
         model = self.models.get(name)
         if model is None:
             raise ModelError(f"model {name!r} is not configured", code="model_missing")
-        options = ModelOptions()
-        if capabilities_of(model).json_output:
-            options = ModelOptions(response_format={"type": "json_object"})
-        parts: list[str] = []
-        size = 0
-        stream = model.stream(messages, options)
-        try:
-            async for chunk in stream:
-                if isinstance(chunk, TextDelta):
-                    parts.append(chunk.text)
-                    size += len(chunk.text)
-                    if size > MAX_ANSWER_CHARS:
-                        break  # already too long to be the answer: parse_extraction refuses
-        finally:
-            if isinstance(stream, AsyncGenerator):
-                await stream.aclose()  # close the upstream request now
-        return "".join(parts)
+        return await read_answer(model, messages, answer_options(model), MAX_ANSWER_CHARS)
 
 
 def _day(value: date | None) -> str | None:
