@@ -125,7 +125,12 @@ async def test_an_invalid_plan_is_repaired_once_then_refused(
             tmp_path,
             {
                 "main": {"model": repaired.name, "runner": "plan_execute", "tools": ["*"]},
-                "other": {"model": "hopeless", "runner": "plan_execute", "tools": ["*"]},
+                "other": {
+                    "model": "hopeless",
+                    "runner": "plan_execute",
+                    "tools": ["*"],
+                    "users": ["*"],  # named by a user no route sends to it
+                },
             },
         ),
         clock=clock,
@@ -198,6 +203,6 @@ def test_seed_002_chat_endpoint_and_the_tools_listing(tmp_path: Path) -> None:
             mine = client.get("/v1/tools", params={"agent": "main"}, headers=gw.auth("alice"))
             assert [t["name"] for t in mine.json()["tools"]] == ["echo"]
             missing = client.get("/v1/tools", params={"agent": "ghost"}, headers=gw.auth("alice"))
-            assert missing.status_code == 404
-            assert missing.json()["error"]["code"] == "agent_not_found"
+            assert missing.status_code == 403
+            assert missing.json()["error"]["code"] == "agent_not_allowed"
             assert client.get("/v1/tools").status_code == 401

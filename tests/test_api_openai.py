@@ -34,7 +34,9 @@ def gw(tmp_path_factory: pytest.TempPathFactory, scripted: ScriptedModel) -> Ite
         # Not an agent: reached only through a per-key `reply_model` override.
         "failing": ScriptedModel("failing", fail=ModelError("upstream down")),
     }
-    with running_gateway(gateway_settings(path), models) as gateway:
+    # `models` lets a key's override pick it (core/agent_access.py).
+    agents = {"defaults": {"model": "scripted", "models": ["failing"]}}
+    with running_gateway(gateway_settings(path, agents=agents), models) as gateway:
         yield gateway
 
 
@@ -260,19 +262,21 @@ async def test_async_client_runs_concurrent_turns_on_separate_keys(gw: Gateway) 
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_unknown_model_is_not_found(
+def test_unknown_model_is_refused_like_one_the_caller_may_not_use(
     gw: Gateway, client: openai.OpenAI, rest: httpx.Client, stream: bool
 ) -> None:
-    with pytest.raises(openai.NotFoundError) as raised:
+    # An agent nobody configured and one configured for others answer alike (403), so a
+    # name never tells whether it exists.
+    with pytest.raises(openai.PermissionDeniedError) as raised:
         client.chat.completions.create(
             model="no-such-agent",
             messages=user("hi"),
             stream=stream,
             extra_headers=session_key("oa:nomodel"),
         )
-    assert raised.value.status_code == 404
+    assert raised.value.status_code == 403
     assert isinstance(raised.value.body, dict)
-    assert raised.value.body.get("code") == "agent_not_found"
+    assert raised.value.body.get("code") == "agent_not_allowed"
     assert rest.get("/v1/sessions/oa:nomodel", headers=gw.auth("alice")).status_code == 404
 
 

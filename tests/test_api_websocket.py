@@ -41,7 +41,9 @@ def gw(tmp_path_factory: pytest.TempPathFactory, scripted: ScriptedModel) -> Ite
             "failing_mid", fail=ModelError("upstream broke"), fail_after_tokens=2
         ),
     }
-    with running_gateway(gateway_settings(path), models) as gateway:
+    # `models` lets a key's override pick the failing ones (core/agent_access.py).
+    agents = {"defaults": {"model": "scripted", "models": ["failing", "failing_mid"]}}
+    with running_gateway(gateway_settings(path, agents=agents), models) as gateway:
         yield gateway
 
 

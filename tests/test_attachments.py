@@ -33,7 +33,12 @@ def setup(tmp_path: Path) -> Iterator[tuple[Gateway, VisionModel, ScriptedModel]
     text = ScriptedModel("scripted")
     settings = gateway_settings(
         tmp_path,
-        agents={"defaults": {"model": "scripted"}, "main": {}, "eyes": {"model": "vision"}},
+        # Every test user may name both agents (core/agent_access.py).
+        agents={
+            "defaults": {"model": "scripted", "users": ["*"]},
+            "main": {},
+            "eyes": {"model": "vision"},
+        },
         limits={
             "max_body_bytes": 65536,
             "max_content_chars": 20000,

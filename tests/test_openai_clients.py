@@ -91,7 +91,8 @@ def gw(tmp_path_factory: pytest.TempPathFactory, model: ClientModel) -> Iterator
     settings = gateway_settings(
         tmp_path_factory.mktemp("clients"),
         agents={
-            "defaults": {"model": "client"},
+            # Every test user may name every agent here (core/agent_access.py).
+            "defaults": {"model": "client", "users": ["*"]},
             "main": {"system_prompt": "You are the gateway's agent."},
             "titles": {"history": "none", "system_prompt": "Write titles."},
             "plain": {"model": "text-only"},

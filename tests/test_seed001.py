@@ -58,7 +58,9 @@ def scripted() -> ScriptedModel:
 @pytest.fixture
 def gw(tmp_path: Path, scripted: ScriptedModel) -> Iterator[Gateway]:
     models: dict[str, ReplyModel] = {"scripted": scripted, "slow": SlowModel()}
-    with gateway_on(gateway_settings(tmp_path), models) as gateway:
+    # `models` lets a key's override pick the slow one (core/agent_access.py).
+    agents = {"defaults": {"model": "scripted", "models": ["slow"]}}
+    with gateway_on(gateway_settings(tmp_path, agents=agents), models) as gateway:
         yield gateway
 
 

@@ -90,6 +90,8 @@ def settings_for(
                 "classifier": {"model": "control", "on_failure": on_failure},
                 "output_contract": "script_delimiter",
                 "actions": actions,
+                # Its scripts run on this host: for the desktop's owner alone.
+                "users": ["alice"],
                 "system_prompt": "You are Theo, a desktop assistant.",
             },
         },

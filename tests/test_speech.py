@@ -282,7 +282,8 @@ def gw(tmp_path_factory: pytest.TempPathFactory, remote: SpeechServer) -> Iterat
             **failing_voices,
         },
         agents={
-            "defaults": {"model": "scripted"},
+            # Every test user may name every agent here (core/agent_access.py).
+            "defaults": {"model": "scripted", "users": ["*"]},
             "main": {"voice": "normal"},
             "quiet": {},
             **{f"uses-{name}": {"voice": name} for name in failing_voices},

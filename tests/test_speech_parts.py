@@ -231,7 +231,8 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
             "lexi": {"provider": "piper"},
         },
         agents={
-            "defaults": {"model": "scripted"},
+            # Every test user may name every agent here (core/agent_access.py).
+            "defaults": {"model": "scripted", "users": ["*"]},
             "main": {"voice": "normal"},
             "flaky": {"voice": "flaky"},
             "neural": {"voice": "lexi"},

@@ -152,6 +152,7 @@ def cross_check(settings: Settings) -> list[str]:
         names += agent.control_fallback_models or []
         names.append(agent.planner_model)
         names.append(agent.extract_tasks_model)
+        names += agent.models or []
         for name in names:
             if name is not None and name not in known:
                 problems.append(f"agents.{agent_name}: model {name!r} is not defined in [models]")

@@ -5,7 +5,7 @@ service/agents.py."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -71,6 +71,13 @@ class AgentConfig(Section):
     extract_tasks: bool | None = None
     extract_tasks_for: ExtractTasksFor | None = None
     extract_tasks_model: str | None = None
+    #: Who may name this agent beyond what their routes and seed endpoints give them:
+    #: `"*"`, user names, `"primary"`, `"admin"`. An agent with `actions = "sandbox"` is
+    #: for these alone, `["primary", "admin"]` when unset (core/agent_access.py).
+    users: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = None
+    #: More models a key's override (`PATCH /v1/sessions/{key}`) may pick for this agent,
+    #: beside its model, fallbacks and control models.
+    models: list[str] | None = None
 
     @field_validator("tools", "tools_non_primary")
     @classmethod

@@ -30,7 +30,7 @@ CurrentUser = Annotated[User, Depends(current_user)]
 
 
 def caller_for(user: User) -> Caller:
-    return Caller(user.name, admin=user.admin, primary=user.primary)
+    return Caller(user.name, admin=user.admin, primary=user.primary, modes=user.modes)
 
 
 def routes_of(engine: Engine) -> RouteService:

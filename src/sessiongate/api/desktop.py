@@ -77,6 +77,7 @@ async def desktop_turn(
         metadata={"transport": "desktop"},
     )
     try:
+        inbound = await engine.turns.admit(inbound)
         handle = engine.turns.start_turn(inbound)
     except SessionGateError as exc:
         return _failure(exc.status, exc.code, exc.message)

@@ -96,11 +96,17 @@ class CompletionRequest(BaseModel):
 @router.get("/models")
 async def list_models(user: CurrentUser, request: Request) -> dict[str, Any]:
     engine: Engine = request.app.state.engine
+    caller = caller_for(user)
+    names = (
+        list(engine.turns.agents)
+        if engine.turns.access is None
+        else await engine.turns.access.usable(caller)
+    )
     return {
         "object": "list",
         "data": [
             {"id": name, "object": "model", "created": 0, "owned_by": "sessiongate"}
-            for name in engine.turns.agents
+            for name in names
         ],
     }
 
@@ -170,7 +176,10 @@ async def chat_completions(
             " (a regenerate) for another",
             code="n_not_supported",
         )
-    agent = engine.turns.agent(body.model)
+    caller = caller_for(user)
+    # `model` names an agent: only one the caller may run (403 alike for one that exists
+    # for someone else and one that exists nowhere).
+    agent = await engine.turns.usable_agent(caller, body.model)
     model = engine.turns.models.get(agent.reply_model)
     limits = engine.settings.limits
     parsed = parse_request(
@@ -196,7 +205,6 @@ async def chat_completions(
             handle, first, events, {"X-Session-Identity": "none", **tools_note}
         )
 
-    caller = caller_for(user)
     hashes = prefix_hashes(parsed.messages)
     decision = None
     client_id = None
@@ -213,8 +221,9 @@ async def chat_completions(
         key,
         caller,
         parsed.content,
-        agent=body.model,
+        agent=agent.name,
         route=decision,
+        admitted=True,
         attachments=parsed.attachments,
         client=ClientTurn(parsed.messages, identity, parsed.system, parsed.options, hashes),
     )

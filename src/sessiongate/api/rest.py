@@ -257,7 +257,11 @@ async def patch_session(
     changes = body.model_dump(exclude_unset=True)
     if not changes:
         raise InvalidInput("nothing to change", code="invalid_request")
-    record = await engine_of(request).sessions.set_overrides(key, caller_for(user), changes)
+    engine = engine_of(request)
+    caller = caller_for(user)
+    if engine.turns.access is not None:
+        await engine.turns.access.check_overrides(caller, changes)
+    record = await engine.sessions.set_overrides(key, caller, changes)
     return {"key": record.key, "overrides": record.overrides}
 
 

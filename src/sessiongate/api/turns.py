@@ -33,6 +33,7 @@ async def begin_turn(
     """Start a turn and wait for its first event, so a failure before the stream begins
     becomes an ordinary error status instead of a 200 with an error event. With an
     idempotency key, the turn that key already started is joined or replayed instead."""
+    inbound = await engine.turns.admit(inbound)  # an agent the caller may not run: 403
     if idempotent is not None and engine.idempotency is not None:
         handle = await engine.idempotency.run(idempotent, lambda: engine.turns.start_turn(inbound))
     else:

@@ -79,8 +79,10 @@ class ChatSocket(SocketLink):
         self.label = label
         self.engine: Engine = ws.app.state.engine
         self.limits = self.engine.settings.limits
-        # One agent-selection rule for `ready` and every turn on this socket.
-        self.agent = self.engine.turns.agent(agent)
+        # One agent-selection rule for `ready` and every turn on this socket; which agent
+        # the caller runs is settled once it has authenticated (service/agent_access.py).
+        self.requested_agent = agent
+        self.agent = self.engine.turns.agent(None)
         self.seed = services.seed
         self.keys = SocketKeys(self.engine, services.seed, endpoint, ws.query_params)
         #: Turns this socket follows again after `resume` frames, each in its own task.
@@ -95,6 +97,14 @@ class ChatSocket(SocketLink):
         except (WebSocketDisconnect, RuntimeError):
             return
         if user is None:
+            return
+        try:
+            self.agent = await self.engine.turns.usable_agent(
+                caller_for(user), self.requested_agent
+            )
+        except SessionGateError as exc:  # an agent this user may not run
+            await self._error(exc.code, exc.message)
+            await self.ws.close(POLICY_VIOLATION, exc.code)
             return
         # Like seed 001, count a connection once it has authenticated.
         gauge = self.ws.app.state.metrics.websockets.labels(self.endpoint)
@@ -326,6 +336,7 @@ class ChatSocket(SocketLink):
 
     async def _start(self, inbound: InboundTurn, owner: str, message_id: object) -> TurnHandle:
         """The frame's turn; with a `client_message_id`, run once (service/idempotency.py)."""
+        inbound = await self.engine.turns.admit(inbound)
         fields = {"key": inbound.key, "agent": inbound.agent, "content": inbound.content}
         idempotent = idempotent_request(owner, None, message_id, f"ws:{self.endpoint}", fields)
         if idempotent is None or self.engine.idempotency is None:

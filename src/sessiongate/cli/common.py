@@ -11,6 +11,7 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sessiongate.config import Settings, load_settings
@@ -35,7 +36,7 @@ def settings_or_exit(config: Path | None) -> Settings:
     try:
         return load_settings(config)
     except ConfigError as exc:
-        errors.print(f"[red]configuration error[/red]\n{exc}")
+        errors.print("[red]configuration error[/red]\n" + escape(str(exc)))
         raise typer.Exit(2) from None
 
 

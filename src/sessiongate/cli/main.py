@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from sessiongate.cli.common import (
     OPERATOR,
@@ -68,13 +69,13 @@ def serve(
         settings = settings.model_copy(update={"server": server})
         problems = cross_check(settings)
         if problems:
-            errors.print("[red]configuration error[/red]\n" + "\n".join(problems))
+            errors.print("[red]configuration error[/red]\n" + escape("\n".join(problems)))
             raise typer.Exit(2)
     configure_logging()
     try:
         engine = build_engine(settings, config_dir=config.parent if config else None)
     except ConfigError as exc:
-        errors.print(f"[red]configuration error[/red]\n{exc}")
+        errors.print("[red]configuration error[/red]\n" + escape(str(exc)))
         raise typer.Exit(2) from None
     try:
         bootstrap = asyncio.run(_bootstrap_admin(engine))

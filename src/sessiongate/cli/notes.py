@@ -107,7 +107,7 @@ def notes_import(
     try:
         settings = load_settings(config)
     except ConfigError as exc:
-        errors.print(f"[red]configuration error[/red]\n{exc}")
+        errors.print("[red]configuration error[/red]\n" + escape(str(exc)))
         raise typer.Exit(2) from None
 
     async def run() -> ImportReport:

@@ -32,6 +32,9 @@ class Caller:
     #: The primary user (seed 000's owner): wider tool lists (`tools_non_primary` narrows
     #: everyone else's).
     primary: bool = False
+    #: The modes an admin enabled for the caller (whether each is unlocked now is the
+    #: mode store's to say): they may open agents only a mode's route reaches.
+    modes: tuple[str, ...] = ()
 
     def key(self, name: str, *, owner: str | None = None, write: bool = False) -> KeyRef:
         """The key `name` in the caller's own namespace; or, for an admin who names

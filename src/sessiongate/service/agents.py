@@ -12,6 +12,7 @@ from sessiongate.config_agents import AgentConfig
 from sessiongate.config_handoff import HandoffConfig
 from sessiongate.config_hooks import ExtractTasksFor
 from sessiongate.config_routing import ActionsPolicy, ClassifierConfig, OutputContract
+from sessiongate.core.agent_access import agent_models
 from sessiongate.core.context import DEFAULT_MAX_TOOL_RESULT_CHARS, ContextFile
 from sessiongate.errors import NotFound
 
@@ -63,6 +64,20 @@ class AgentProfile:
     extract_tasks: bool = False
     extract_tasks_for: ExtractTasksFor = "non_primary"
     extract_tasks_model: str | None = None
+    #: `[agents.X] users` (None: unset) and `[agents.X] models` (core/agent_access.py).
+    users: tuple[str, ...] | None = None
+    models: tuple[str, ...] = ()
+
+    @property
+    def listed_models(self) -> frozenset[str]:
+        """The models an override on a key may name for this agent's turns."""
+        return agent_models(
+            self.reply_model,
+            self.fallback_models,
+            self.control_model,
+            self.control_fallback_models,
+            self.models,
+        )
 
     @property
     def uses_tools(self) -> bool:
@@ -116,6 +131,8 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
             extract_tasks=bool(cfg.extract_tasks),
             extract_tasks_for=cfg.extract_tasks_for or "non_primary",
             extract_tasks_model=cfg.extract_tasks_model or cfg.control_model,
+            users=None if cfg.users is None else tuple(cfg.users),
+            models=tuple(cfg.models or ()),
         )
     return profiles
 

@@ -22,6 +22,7 @@ from sessiongate.errors import ConfigError
 from sessiongate.models.base import ReplyModel
 from sessiongate.models.judge import ModelTopicJudge
 from sessiongate.models.offline import OfflineModel
+from sessiongate.service.agent_access import AgentAccess, endpoint_agents
 from sessiongate.service.agents import DEFAULT_TURN_TIMEOUT, AgentProfile, build_profiles
 from sessiongate.service.artifacts import ArtifactService, build_artifact_service
 from sessiongate.service.conversations import ConversationService, build_conversation_service
@@ -215,7 +216,7 @@ def build_engine(
         registry,
         judges,
         max_reply_chars=settings.limits.max_reply_chars,
-        runtime=AgentRunner(registry, tools),
+        runtime=AgentRunner(registry, tools, settings.limits),
         artifacts=artifacts,
         scripted=ScriptedReplies(registry, build_script_runner(settings, agents)),
     )
@@ -247,6 +248,7 @@ def build_engine(
     users = UserService(user_store, clock)
     modes = build_mode_service(settings.modes, store, clock, sessions.ids)
     routes = RouteService(settings.routes, settings.modes, agents, modes)
+    turns.access = AgentAccess(agents, routes, endpoint_agents(settings.compat), modes)
     return Engine(
         store,
         sessions,

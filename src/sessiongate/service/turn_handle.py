@@ -45,6 +45,9 @@ class InboundTurn:
     #: An OpenAI-compatible request: the client's whole list, reconciled with the stored
     #: thread before the turn (service/conversation_reconcile.py).
     client: ClientTurn | None = None
+    #: The caller was found allowed to run `agent` (service/agent_access.py), which is
+    #: then always set; a turn not admitted is checked when it starts.
+    admitted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,8 +67,13 @@ def reply_model_names(
     inbound: InboundTurn, record: SessionKeyRecord, agent: AgentProfile
 ) -> list[str]:
     """The models to try: the turn's own choice, else the session's override, else the
-    agent's model; then the agent's fallbacks."""
-    override = inbound.reply_model or record.overrides.get("reply_model")
+    agent's model; then the agent's fallbacks. A stored override counts only where this
+    turn's agent lists the model (an import or another agent's key may hold any name):
+    naming a model never reaches more than the agent gives."""
+    stored = record.overrides.get("reply_model")
+    if stored not in agent.listed_models:
+        stored = None
+    override = inbound.reply_model or stored
     return [override or agent.reply_model, *agent.fallback_models]
 
 

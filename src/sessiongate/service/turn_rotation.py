@@ -74,8 +74,9 @@ class RotationStage:
         if not semantic_eligible(segment, now, policy, record.last_semantic_rotation_at):
             return None
         # The reply model is deliberately not consulted here (lifecycle contract §5).
+        override = record.overrides.get("control_model")
         chain = resolve_control_chain(
-            record.overrides.get("control_model"),
+            override if override in agent.listed_models else None,
             agent.control_model,
             agent.control_fallback_models,
         )

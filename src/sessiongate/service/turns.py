@@ -45,6 +45,7 @@ from sessiongate.core.segments import RecallFragment, Role, Segment
 from sessiongate.errors import SessionGateError, TurnTimeout
 from sessiongate.models.base import ReplyModel
 from sessiongate.service.after_turn import AfterTurns
+from sessiongate.service.agent_access import AgentAccess
 from sessiongate.service.agent_turn import AgentRuntime
 from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService
@@ -125,6 +126,9 @@ class TurnService:
         self._listeners: list[TurnListener] = []
         #: Keeps each turn's events readable again by its owner (set by the engine).
         self.journal: TurnJournal | None = None
+        #: Who may run which agent (service/agent_access.py); None: anyone, any agent
+        #: (engines built without routes, as some tests and embedders do).
+        self.access: AgentAccess | None = None
 
     def on_turn(self, listener: TurnListener) -> None:
         """Called once per finished turn (metrics, hooks)."""
@@ -182,10 +186,26 @@ class TurnService:
         configured. Every transport asks here."""
         return pick_agent(dict(self.agents), name)
 
+    async def usable_agent(self, caller: Caller, name: str | None) -> AgentProfile:
+        """The agent `name` names (None: the caller's default) when the caller may run
+        it; AgentNotAllowed (403) otherwise, alike whether or not it exists."""
+        if self.access is None:
+            return self.agent(name)
+        return await self.access.check(caller, name)
+
+    async def admit(self, inbound: InboundTurn) -> InboundTurn:
+        """The turn with its agent chosen and found usable by its caller; raises
+        AgentNotAllowed before anything is queued or written. A delegated turn (an
+        `agent__<name>` tool the operator offered) is admitted by its parent."""
+        if inbound.admitted or inbound.depth > 0 or self.access is None:
+            return inbound
+        agent = await self.access.check(inbound.caller, inbound.agent)
+        return replace(inbound, agent=agent.name, admitted=True)
+
     async def offered_tools(self, agent_name: str | None, caller: Caller) -> list[dict[str, Any]]:
         """The tools `agent_name` offers this caller: name, description, parameters and
         source (`GET /v1/tools`)."""
-        agent = self.agent(agent_name)
+        agent = await self.usable_agent(caller, agent_name)
         if self.runtime is None or not agent.tools:
             return []
         described = await self.runtime.describe_tools(agent, primary=caller.primary)
@@ -210,7 +230,7 @@ class TurnService:
         """Exactly what the next turn would send, before its own message is added, and
         the segment it comes from."""
         ref = caller.key(key, owner=owner)
-        agent = self.agent(agent_name)
+        agent = await self.usable_agent(caller, agent_name)
         segment = await self.sessions.latest(key, caller, owner=owner)
         return segment, await assemble_turn_context(self.sessions, ref, agent, segment, ())
 
@@ -221,6 +241,9 @@ class TurnService:
     ) -> None:
         started = time.perf_counter()
         try:
+            if not inbound.admitted and inbound.depth == 0 and self.access is not None:
+                # A transport that did not ask first: refused here, before the key.
+                await self.access.check(inbound.caller, agent.name)
             async with self.sessions.locks.hold(ref):
                 # The clock starts once the turn holds its key: waiting in the key's queue
                 # is not the turn's own time. On expiry the turn is cancelled where it is
