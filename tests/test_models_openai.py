@@ -95,6 +95,29 @@ async def test_a_finish_reason_on_the_first_choice_only_counts() -> None:
     assert outcome.error is not None and outcome.error.code == "stream_incomplete"
 
 
+# -- the SSE body (models/sse.py) ---------------------------------------------------------------
+
+
+async def test_lines_split_anywhere_crlf_and_comments_read_as_one_stream() -> None:
+    body = "".join(openai_events(["Hello", ",", " world"])).replace("\n", "\r\n")
+    body = ": OPENROUTER PROCESSING\r\n\r\n" + body
+    frames = [body[i : i + 5] for i in range(0, len(body), 5)]  # every line split
+    async with FakeServer(Reply(events=frames)) as server:
+        outcome = await consume(model_for(server), MESSAGES)
+    assert outcome.error is None and outcome.text == "Hello, world"
+    assert outcome.usage is not None and outcome.usage.prompt_tokens == 11
+
+
+async def test_a_line_over_the_cap_fails_the_stream_after_the_text_so_far() -> None:
+    events = [*openai_events(["Hel"], finish=False, done=False), "data: " + "x" * 5000]
+    async with FakeServer(Reply(events=[*events, "\n\n"])) as server:
+        outcome = await consume(model_for(server, max_line_bytes=4096), MESSAGES)
+    assert outcome.text == "Hel"
+    assert outcome.error is not None and outcome.error.code == "model_bad_response"
+    assert outcome.error.message == "the model server sent a stream line longer than 4096 bytes"
+    assert len(server.requests) == 1  # text reached the caller: never retried
+
+
 # -- retry policy -----------------------------------------------------------------------------
 
 

@@ -3,7 +3,9 @@
 Anthropic wants the system prompt apart from the messages, strictly alternating roles and
 a user message first; `to_anthropic` (models/anthropic_wire.py) reshapes the gateway's
 context to fit. Retries are ours (the SDK's `max_retries` is 0), for the same reason as in
-the OpenAI adapter.
+the OpenAI adapter. As there, the SDK sends the request and the SSE body is read here, by
+models/sse.py (linear time, a line over `max_line_bytes` fails the stream): each event's
+JSON `type` says what it is, an `error` event is the provider's error inside the stream.
 
 A tool call is a `tool_use` content block: `content_block_start` names it, its arguments
 come as `input_json_delta` pieces, and `content_block_stop` ends it, when the whole call is
@@ -22,11 +24,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import anthropic
 import anyio
 import httpx2
+import orjson
 
 from sessiongate.config_models import ModelConfig
 from sessiongate.core.context import estimate_tokens
@@ -52,6 +55,7 @@ from sessiongate.models.retry import (
     BadChunk,
     Failure,
     RetryPolicy,
+    StreamErrorObject,
     StreamTruncated,
     bad_response,
     describe,
@@ -67,6 +71,8 @@ from sessiongate.models.retry import (
     unexpected_failure,
     unreachable_failure,
 )
+from sessiongate.models.sse import DEFAULT_MAX_LINE_BYTES, data_lines
+from sessiongate.models.tool_arguments import ArgumentBuffer, argument_limit
 
 __all__ = ["DEFAULT_MAX_TOKENS", "LEADING_USER_PLACEHOLDER", "AnthropicModel", "to_anthropic"]
 
@@ -75,8 +81,9 @@ DEFAULT_MAX_TOKENS = 4096
 
 log = logging.getLogger("sessiongate.models")
 
-# Failures while the body streams: the SDK's stream passes the transport's own exceptions
-# through unwrapped (only the request before the head becomes APIConnectionError).
+# Failures while the body streams: it is read from the `httpx2.Response` itself, so the
+# transport's own exceptions arrive unwrapped (only the request before the head becomes
+# APIConnectionError).
 _BODY_TIMEOUTS = (httpx2.TimeoutException, TimeoutError)
 _BODY_DROPS = (httpx2.TransportError, anyio.EndOfStream, OSError)
 
@@ -99,10 +106,12 @@ class AnthropicModel:
         max_retries: int = 2,
         base_delay: float = 0.5,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         self.name = name
         self.model = model
         self.max_tokens = max_tokens
+        self._max_line_bytes = max_line_bytes
         self.label = f"model {name!r} (anthropic {model})"
         self._key = api_key
         self._key_hint = key_hint(name, api_key_env)
@@ -126,8 +135,9 @@ class AnthropicModel:
         if instruction:
             system = f"{system}\n\n{instruction}" if system else instruction
         fields = tool_fields(options)
+        max_argument_chars = argument_limit(options)
         return stream_with_retries(
-            lambda: self._attempt(system, turns, fields, messages),
+            lambda: self._attempt(system, turns, fields, messages, max_argument_chars),
             self._classify,
             self._policy,
             label=self.label,
@@ -142,34 +152,46 @@ class AnthropicModel:
         turns: list[dict[str, Any]],
         fields: dict[str, Any],
         messages: Sequence[WireMessage],
+        max_argument_chars: int,
     ) -> AsyncGenerator[ModelChunk, None]:
-        stream = await self._client.messages.create(
-            model=self.model,
-            max_tokens=self.max_tokens,
-            system=system or anthropic.omit,
-            messages=cast(Any, turns),
-            stream=True,
-            # Absent unless tools are offered: the SDK sends only what it is given.
-            tools=fields.get("tools", anthropic.omit),
-            tool_choice=fields.get("tool_choice", anthropic.omit),
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": turns,
+            "stream": True,
+        }
+        if system:
+            payload["system"] = system
+        # Absent unless tools are offered.
+        payload.update(fields)
+        # The SDK sends the request (auth, version header, base URL, timeouts, typed status
+        # errors) and hands back the body unread; its own event stream would buffer an
+        # event by rejoining bytes per network chunk, which a line without an end makes
+        # quadratic and unbounded (models/sse.py reads it instead).
+        response = await self._client.post(
+            "/v1/messages", cast_to=httpx2.Response, content=orjson.dumps(payload), stream=True
         )
         parts: list[str] = []
-        calls = _ToolBlocks()
+        calls = _ToolBlocks(max_argument_chars)
         prompt: int | None = None
         completion: int | None = None
         stop_reason: str | None = None
         try:
-            async for event in stream:
-                kind = getattr(event, "type", None)
+            body = response.aiter_bytes()
+            async for data in data_lines(body, max_line_bytes=self._max_line_bytes):
+                event = orjson.loads(data)
+                if not isinstance(event, dict):
+                    raise BadChunk("an event that is not a JSON object")
+                kind = event.get("type")
                 if kind == "content_block_delta":
-                    delta = getattr(event, "delta", None)
-                    delta_kind = getattr(delta, "type", None)
+                    delta = _object(event.get("delta"))
+                    delta_kind = delta.get("type")
                     if delta_kind == "input_json_delta":
-                        calls.add(event, getattr(delta, "partial_json", None))
+                        calls.add(event, delta.get("partial_json"))
                         continue
                     if delta_kind != "text_delta":
                         continue  # thinking deltas are not reply text
-                    text = getattr(delta, "text", None)
+                    text = delta.get("text")
                     if not isinstance(text, str):
                         raise BadChunk("a text_delta without text")
                     if text:
@@ -182,15 +204,20 @@ class AnthropicModel:
                     if call is not None:
                         yield call
                 elif kind == "message_start":
-                    usage = getattr(getattr(event, "message", None), "usage", None)
+                    usage = _object(_object(event.get("message")).get("usage"))
                     prompt = _prompt_tokens(usage) or prompt
-                    completion = _int(getattr(usage, "output_tokens", None)) or completion
+                    completion = _int(usage.get("output_tokens")) or completion
                 elif kind == "message_delta":
-                    usage = getattr(event, "usage", None)
+                    usage = _object(event.get("usage"))
                     prompt = _prompt_tokens(usage) or prompt
-                    completion = _int(getattr(usage, "output_tokens", None)) or completion
-                    reason = getattr(getattr(event, "delta", None), "stop_reason", None)
+                    completion = _int(usage.get("output_tokens")) or completion
+                    reason = _object(event.get("delta")).get("stop_reason")
                     stop_reason = reason if isinstance(reason, str) else stop_reason
+                elif kind == "message_stop":
+                    break  # the stream's own end; whether the reply is whole is stop_reason's
+                elif kind == "error":
+                    raise StreamErrorObject(event)
+                # ping and event types this adapter does not know: nothing to do
         except _BODY_DROPS as exc:  # timeouts included
             if stop_reason is None:
                 raise
@@ -200,13 +227,13 @@ class AnthropicModel:
                 extra={"model": self.label, "detail": describe(exc, self._key)},
             )
         finally:
-            await stream.close()
+            await response.aclose()
         if stop_reason is None:
             raise StreamTruncated
         # A block the stream never closed, though the model said it had stopped.
         for call in calls.rest():
             yield call
-        full = "".join(parts) + calls.argument_text
+        full = "".join(parts) + calls.argument_text()
         yield Usage(
             prompt_tokens=prompt if prompt is not None else _estimate(system, messages),
             completion_tokens=completion if completion is not None else estimate_tokens(full),
@@ -215,12 +242,13 @@ class AnthropicModel:
     def _classify(self, exc: Exception, started: bool) -> Failure:
         key = self._key
         if isinstance(exc, anthropic.APIStatusError):
-            kind, detail = error_detail(exc.body, key)
-            if exc.status_code < 400:  # an `error` event inside a 200 stream
-                return error_event_failure(kind, detail, started=started)
+            _, detail = error_detail(exc.body, key)
             return status_failure(
                 exc.status_code, exc.response.headers, detail, key_hint=self._key_hint
             )
+        if isinstance(exc, StreamErrorObject):  # an `error` event inside a 200 stream
+            kind, detail = error_detail(exc.body, key)
+            return error_event_failure(kind, detail, started=started)
         if isinstance(exc, anthropic.APITimeoutError):  # no answer's head in time
             return Failure(timeout_error(started=False), detail=describe(exc, key))
         if isinstance(exc, anthropic.APIConnectionError):  # before the answer's head
@@ -240,14 +268,20 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _prompt_tokens(usage: object) -> int | None:
+def _object(value: object) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one (a field that is missing or of
+    the wrong shape reads as absent, as the SDK's lenient models read it)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _prompt_tokens(usage: dict[str, Any]) -> int | None:
     """Input tokens including cached ones: what the prompt cost in context."""
-    base = _int(getattr(usage, "input_tokens", None))
+    base = _int(usage.get("input_tokens"))
     if base is None:
         return None
     cached = (
-        _int(getattr(usage, "cache_creation_input_tokens", None)) or 0,
-        _int(getattr(usage, "cache_read_input_tokens", None)) or 0,
+        _int(usage.get("cache_creation_input_tokens")) or 0,
+        _int(usage.get("cache_read_input_tokens")) or 0,
     )
     return base + sum(cached)
 
@@ -263,56 +297,62 @@ def _estimate(system: str, messages: Sequence[WireMessage]) -> int:
 
 
 class _ToolBlocks:
-    """The `tool_use` blocks of one streamed message, by content-block index."""
+    """The `tool_use` blocks of one streamed message, by content-block index. Of each
+    call's arguments the first `max_argument_chars` are kept and the rest only counted
+    (models/tool_arguments.py)."""
 
-    __slots__ = ("_open", "_pieces")
+    __slots__ = ("_done", "_max_argument_chars", "_open")
 
-    def __init__(self) -> None:
-        #: index -> (id, name, argument pieces, the input the start event carried)
-        self._open: dict[int, tuple[str, str, list[str], object]] = {}
-        self._pieces: list[str] = []  # every call's, for a usage estimate
+    def __init__(self, max_argument_chars: int) -> None:
+        self._max_argument_chars = max_argument_chars
+        #: index -> (id, name, its arguments, the input the start event carried)
+        self._open: dict[int, tuple[str, str, ArgumentBuffer, object]] = {}
+        self._done: list[ArgumentBuffer] = []  # closed calls', for a usage estimate
 
-    def start(self, event: object) -> None:
-        block = getattr(event, "content_block", None)
-        if getattr(block, "type", None) != "tool_use":
+    def start(self, event: dict[str, Any]) -> None:
+        block = _object(event.get("content_block"))
+        if block.get("type") != "tool_use":
             return  # text, thinking, server tools: not calls for us to run
-        index = _int(getattr(event, "index", None))
-        call_id, name = getattr(block, "id", None), getattr(block, "name", None)
+        index = _int(event.get("index"))
+        call_id, name = block.get("id"), block.get("name")
         if index is None or not isinstance(call_id, str) or not isinstance(name, str):
             raise BadChunk("a tool_use block without an index, id or name")
         if not name:
             raise BadChunk("a tool_use block with an empty name")
-        self._open[index] = (call_id, name, [], getattr(block, "input", None))
+        arguments = ArgumentBuffer(self._max_argument_chars)
+        self._open[index] = (call_id, name, arguments, block.get("input"))
 
-    def add(self, event: object, partial: object) -> None:
+    def add(self, event: dict[str, Any], partial: object) -> None:
         if not isinstance(partial, str):
             raise BadChunk("an input_json_delta without partial_json")
-        index = _int(getattr(event, "index", None))
+        index = _int(event.get("index"))
         if index is None:
             raise BadChunk("an input_json_delta without an index")
         block = self._open.get(index)
         if block is not None:  # else a server tool's input: not ours
-            block[2].append(partial)
-            self._pieces.append(partial)
+            block[2].add(partial)
 
-    def stop(self, event: object) -> ToolCallChunk | None:
-        index = _int(getattr(event, "index", None))
+    def stop(self, event: dict[str, Any]) -> ToolCallChunk | None:
+        index = _int(event.get("index"))
         block = self._open.pop(index, None) if index is not None else None
-        return None if block is None else _call(*block)
+        if block is None:
+            return None
+        self._done.append(block[2])
+        return _call(*block)
 
-    @property
     def argument_text(self) -> str:
-        return "".join(self._pieces)
+        buffers = [*self._done, *(block[2] for block in self._open.values())]
+        return "".join(arguments.text() for arguments in buffers)
 
     def rest(self) -> list[ToolCallChunk]:
         calls = [_call(*self._open[index]) for index in sorted(self._open)]
+        self._done += [block[2] for block in self._open.values()]
         self._open.clear()
         return calls
 
 
-def _call(call_id: str, name: str, pieces: list[str], start_input: object) -> ToolCallChunk:
-    arguments = "".join(pieces)
-    if not arguments and isinstance(start_input, dict) and start_input:
+def _call(call_id: str, name: str, arguments: ArgumentBuffer, start_input: object) -> ToolCallChunk:
+    if not arguments.size and isinstance(start_input, dict) and start_input:
         # Some proxies put the whole input in the start event and stream no pieces.
-        arguments = json.dumps(start_input)
-    return ToolCallChunk(call_id, name, arguments or "{}")
+        arguments.add(json.dumps(start_input))
+    return arguments.chunk(call_id, name)

@@ -60,6 +60,9 @@ class ToolCallChunk:
     call_id: str
     name: str
     arguments: str
+    #: The arguments' real length when `arguments` holds only their head: the adapter
+    #: stopped keeping them past the request's `max_tool_argument_chars`. None: whole.
+    argument_chars: int | None = None
 
 
 #: "auto" (the model decides), "none", "required" (some tool), or a tool's name.
@@ -73,6 +76,10 @@ class ModelOptions:
     #: `{"type": "json_object"}` or `{"type": "json_schema", "json_schema": {...}}`
     #: (OpenAI's shape; other adapters translate it).
     response_format: Mapping[str, Any] | None = None
+    #: Tool-call arguments longer than this are not run (agents/tool_steps.py), so an
+    #: adapter keeps only this much of a call's arguments and counts the rest; unset, it
+    #: keeps up to its own ceiling (models/tool_arguments.py). Never sent to a provider.
+    max_tool_argument_chars: int | None = None
 
 
 NO_OPTIONS = ModelOptions()

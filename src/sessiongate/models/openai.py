@@ -19,6 +19,10 @@ quiet before `[DONE]` is a complete reply: the text is whole by the model's own 
 only the trailing usage chunk and `[DONE]` are missing (usage is then estimated), and
 several compatible servers end the body without `[DONE]` at all. Marking such a reply
 `interrupted` would tell the user a whole answer was cut.
+
+The SSE lines are read by models/sse.py, in linear time: a line longer than
+`max_line_bytes` (8 MiB) fails the stream as `model_bad_response`. Of each tool call's
+arguments only the request's `max_tool_argument_chars` are kept (models/tool_arguments.py).
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ from sessiongate.models.retry import (
     unexpected_failure,
     unreachable_failure,
 )
+from sessiongate.models.sse import DEFAULT_MAX_LINE_BYTES, data_lines
+from sessiongate.models.tool_arguments import argument_limit
 
 log = logging.getLogger("sessiongate.models")
 
@@ -77,20 +83,6 @@ log = logging.getLogger("sessiongate.models")
 # aiohttp transport maps most aiohttp errors to httpx2's; the rest arrive as they are.
 _BODY_TIMEOUTS = (httpx2.TimeoutException, TimeoutError)
 _BODY_DROPS = (httpx2.TransportError, anyio.EndOfStream, aiohttp.ClientError, OSError)
-
-
-async def _data_lines(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The payloads of SSE `data:` lines, split from raw bytes (cheaper than the client's
-    text decoding, which re-detects the charset for every network chunk)."""
-    pending = b""
-    async for piece in body:
-        pending += piece
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield line[5:].strip()
-    if pending.startswith(b"data:"):
-        yield pending[5:].strip()
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -114,10 +106,12 @@ class OpenAIChatModel:
         read_timeout: float = 120.0,
         max_retries: int = 2,
         base_delay: float = 0.5,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         self.name = name
         self.model = model
         self.label = f"model {name!r} (openai {model})"
+        self._max_line_bytes = max_line_bytes
         self._key = api_key
         self._key_hint = key_hint(name, api_key_env)
         self._policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
@@ -148,8 +142,9 @@ class OpenAIChatModel:
         # After the fixed fields, and only what `options` ask for: a text-only request's
         # body stays byte for byte what it was.
         payload.update(option_fields(options))
+        max_argument_chars = argument_limit(options)
         return stream_with_retries(
-            lambda: self._attempt(payload, messages),
+            lambda: self._attempt(payload, messages, max_argument_chars),
             self._classify,
             self._policy,
             label=self.label,
@@ -159,7 +154,7 @@ class OpenAIChatModel:
         await self._client.close()
 
     async def _attempt(
-        self, payload: dict[str, Any], messages: Sequence[WireMessage]
+        self, payload: dict[str, Any], messages: Sequence[WireMessage], max_argument_chars: int
     ) -> AsyncGenerator[ModelChunk, None]:
         # The SDK sends the request (auth, base URL, timeouts, typed status errors) through
         # its public `post` for custom requests, asked for the `httpx2.Response` itself with
@@ -174,11 +169,14 @@ class OpenAIChatModel:
             stream=True,
         )
         parts: list[str] = []
-        calls = ToolCallPieces()
+        calls = ToolCallPieces(max_argument_chars)
         usage: Usage | None = None
         finished = False
         try:
-            async for data in _data_lines(response.aiter_bytes()):
+            # SSE split from raw bytes: cheaper than the client's text decoding, which
+            # re-detects the charset for every network chunk.
+            body = response.aiter_bytes()
+            async for data in data_lines(body, max_line_bytes=self._max_line_bytes):
                 if data == b"[DONE]":
                     break
                 chunk = orjson.loads(data)

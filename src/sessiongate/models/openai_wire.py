@@ -13,6 +13,7 @@ from typing import Any
 
 from sessiongate.models.base import ModelOptions, ToolCallChunk, WireMessage, text_of
 from sessiongate.models.retry import BadChunk
+from sessiongate.models.tool_arguments import ARGUMENT_CEILING, ArgumentBuffer
 
 
 def to_openai(messages: Sequence[WireMessage]) -> list[dict[str, Any]]:
@@ -99,10 +100,10 @@ def tool_choice(choice: str) -> str | dict[str, Any]:
 class _Call:
     __slots__ = ("arguments", "call_id", "name")
 
-    def __init__(self) -> None:
+    def __init__(self, max_argument_chars: int) -> None:
         self.call_id = ""
         self.name = ""
-        self.arguments: list[str] = []
+        self.arguments = ArgumentBuffer(max_argument_chars)
 
 
 class ToolCallPieces:
@@ -113,15 +114,17 @@ class ToolCallPieces:
     Servers that repeat the id or name on every piece are fine; a piece that contradicts
     its call, or has the wrong types, is a `BadChunk`. A few compatible servers send each
     call whole in one piece without an `index`: such a piece with a new id starts the next
-    call, one without an id continues the last.
+    call, one without an id continues the last. Of each call's arguments, the first
+    `max_argument_chars` are kept and the rest only counted (models/tool_arguments.py).
     """
 
-    __slots__ = ("_calls", "_closed", "_last")
+    __slots__ = ("_calls", "_closed", "_last", "_max_argument_chars")
 
-    def __init__(self) -> None:
+    def __init__(self, max_argument_chars: int = ARGUMENT_CEILING) -> None:
         self._calls: dict[int, _Call] = {}
         self._last: int | None = None
         self._closed = False
+        self._max_argument_chars = max_argument_chars
 
     def add(self, pieces: object) -> None:
         if self._closed:
@@ -151,7 +154,7 @@ class ToolCallPieces:
                     raise BadChunk("a tool call piece with another name for its call")
                 call.name = name
             if arguments:
-                call.arguments.append(arguments)
+                call.arguments.add(arguments)
 
     def _call(self, index: object, call_id: str | None) -> _Call:
         if index is None:
@@ -163,7 +166,10 @@ class ToolCallPieces:
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise BadChunk("a tool call piece without a valid index")
         self._last = index
-        return self._calls.setdefault(index, _Call())
+        call = self._calls.get(index)
+        if call is None:
+            call = self._calls[index] = _Call(self._max_argument_chars)
+        return call
 
     def finish(self) -> list[ToolCallChunk]:
         """The whole calls in index order; no piece may follow."""
@@ -173,19 +179,12 @@ class ToolCallPieces:
             call = self._calls[index]
             if not call.name:
                 raise BadChunk("a tool call without a name")
-            calls.append(
-                ToolCallChunk(
-                    # Some local servers send no id; the tool's result must still name
-                    # its call, uniquely within the thread.
-                    call_id=call.call_id or f"call_{secrets.token_hex(8)}",
-                    name=call.name,
-                    # A call without arguments is an empty object (the JSON the tool's
-                    # schema expects), not an empty string the registry would refuse.
-                    arguments="".join(call.arguments) or "{}",
-                )
-            )
+            # Some local servers send no id; the tool's result must still name its
+            # call, uniquely within the thread.
+            call_id = call.call_id or f"call_{secrets.token_hex(8)}"
+            calls.append(call.arguments.chunk(call_id, call.name))
         return calls
 
     def argument_text(self) -> str:
-        """Everything the calls' arguments hold so far (for a usage estimate)."""
-        return "".join("".join(call.arguments) for call in self._calls.values())
+        """What the calls' arguments hold so far, as kept (for a usage estimate)."""
+        return "".join(call.arguments.text() for call in self._calls.values())
