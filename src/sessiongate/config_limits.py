@@ -46,6 +46,11 @@ class LimitsConfig(Section):
     #: bytes). Turn routes accept bodies large enough for them on top of max_body_bytes.
     max_attachments: int = Field(1, ge=0, le=16)
     max_attachment_bytes: int = Field(5 * 1_048_576, ge=1024, le=64 * 1_048_576)
+    #: A tool call whose arguments are longer than this is not run (an error result tells
+    #: the model) and only their head is kept; calls past `max_tool_calls_per_step` in one
+    #: model step are answered the same way (agents/tool_steps.py).
+    max_tool_argument_chars: int = Field(100_000, ge=1_000, le=10_000_000)
+    max_tool_calls_per_step: int = Field(32, ge=1, le=1_000)
 
     @property
     def ws_transport_max_bytes(self) -> int:

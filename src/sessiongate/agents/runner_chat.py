@@ -8,6 +8,8 @@ answers in text. Rules that end the loop, each with nothing lost:
 - The model asks for exactly the same calls (names and arguments) three steps in a row:
   it is looping; the last call is made the same way.
 - Tool calls a model makes when it was told not to are ignored (its text is kept).
+- `[limits]`: arguments over `max_tool_argument_chars` and calls past
+  `max_tool_calls_per_step` are answered with error results, not run (tool_steps.py).
 - A model that fails after output, a cancellation or `turn_timeout` keeps the text so far
   as an `interrupted` assistant message; calls cut short are kept as `interrupted`
   results (tool_steps.py).
@@ -20,11 +22,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from sessiongate.agents.registry import ToolRegistry
-from sessiongate.agents.tool_steps import result_wire, run_calls
+from sessiongate.agents.tool_steps import (
+    StepCall,
+    ToolLimits,
+    limited_call,
+    result_wire,
+    run_calls,
+)
 from sessiongate.agents.tools import Tool, ToolContext
 from sessiongate.core.events import EndEvent
 from sessiongate.core.segments import MessageStatus, Role
-from sessiongate.core.tool_calls import ToolCallRecord
 from sessiongate.models.base import ModelOptions, ReplyModel, ToolCallChunk, Usage
 from sessiongate.service.agent_turn import AgentTurn
 from sessiongate.service.model_steps import StepCut, StepResult, stream_step
@@ -33,9 +40,11 @@ from sessiongate.service.model_steps import StepCut, StepResult, stream_step
 LOOP_REPEATS = 3
 
 
-def call_records(calls: list[ToolCallChunk], turn_id: str, step: int) -> list[ToolCallRecord]:
-    """The calls with ids every provider accepts: a missing or repeated id gets one made
-    from the turn and step, so each result answers exactly one call."""
+def call_records(
+    calls: list[ToolCallChunk], turn_id: str, step: int, limits: ToolLimits
+) -> list[StepCall]:
+    """The calls with ids every provider accepts (a missing or repeated id gets one made
+    from the turn and step, so each result answers exactly one call), within `limits`."""
     seen: set[str] = set()
     records = []
     for index, call in enumerate(calls, start=1):
@@ -43,7 +52,8 @@ def call_records(calls: list[ToolCallChunk], turn_id: str, step: int) -> list[To
         if not call_id or call_id in seen or len(call_id) > 64:
             call_id = f"call_{turn_id[-12:]}_{step}_{index}"
         seen.add(call_id)
-        records.append(ToolCallRecord(call_id, call.name, call.arguments))
+        size = len(call.arguments) if call.argument_chars is None else call.argument_chars
+        records.append(limited_call(call_id, call.name, call.arguments, size, index, limits))
     return records
 
 
@@ -96,6 +106,7 @@ async def run_chat(
     tool_context: ToolContext,
     *,
     native_tools: bool,
+    limits: ToolLimits,
 ) -> None:
     agent = turn.agent
     specs = ToolRegistry.specs(tools) if native_tools else ()
@@ -109,12 +120,15 @@ async def run_chat(
     while True:
         looping = len(signatures) >= LOOP_REPEATS and len(set(signatures[-LOOP_REPEATS:])) == 1
         may_call = bool(specs) and steps < agent.max_tool_steps and not looping
+        # Every request carries the argument limit: the adapters keep no more of a call's
+        # arguments than that, even of calls that are then ignored.
+        bound = limits.max_argument_chars
         if may_call:
-            options = ModelOptions(tools=specs, tool_choice="auto")
+            options = ModelOptions(tools=specs, tool_choice="auto", max_tool_argument_chars=bound)
         elif specs and steps:
-            options = ModelOptions(tools=specs, tool_choice="none")
+            options = ModelOptions(tools=specs, tool_choice="none", max_tool_argument_chars=bound)
         else:
-            options = ModelOptions()
+            options = ModelOptions(max_tool_argument_chars=bound)
         try:
             step = await stream_step(
                 models,
@@ -138,7 +152,7 @@ async def run_chat(
             await finish(turn, step, usage, {"tool_steps": steps, "ended_by": ended_by})
             return
         steps += 1
-        records = call_records(step.calls, turn.handle.turn_id, steps)
+        calls = call_records(step.calls, turn.handle.turn_id, steps, limits)
         await turn.append(
             Role.ASSISTANT,
             step.text,
@@ -146,18 +160,16 @@ async def run_chat(
                 "turn_id": turn.handle.turn_id,
                 "model": step.model,
                 "step": steps,
-                "tool_calls": [r.to_metadata() for r in records],
+                "tool_calls": [c.to_metadata() for c in calls],
             },
         )
         wire.append(
             {
                 "role": "assistant",
                 "content": step.text,
-                "tool_calls": [
-                    {"id": r.call_id, "name": r.name, "arguments": r.arguments} for r in records
-                ],
+                "tool_calls": [c.to_wire() for c in calls],
             }
         )
-        results = await run_calls(turn, tools, records, tool_context)
+        results = await run_calls(turn, tools, calls, tool_context)
         wire.extend(result_wire(r, agent.max_tool_result_chars) for r in results)
-        signatures.append(tuple(sorted((r.name, r.arguments) for r in records)))
+        signatures.append(tuple(sorted((c.record.name, c.record.arguments) for c in calls)))

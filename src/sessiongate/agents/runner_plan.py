@@ -2,7 +2,8 @@
 
 1. Planner: one call to `planner_model` (default: the reply model), read whole and never
    forwarded (the adapters stream upstream, as for every call), with the
-   tools and their schemas; its JSON plan is validated (core/plans.py). An invalid plan
+   tools and their schemas; its JSON plan is validated (core/plans.py, and here each tool
+   step's `tool_input` against `limits.max_tool_argument_chars`). An invalid plan
    gets one repair attempt (the problem is sent back); a second invalid plan ends the turn
    with `invalid_plan` (422). A `plan` event follows a valid plan.
 2. Worker: the steps in order, no model call. Tool steps run as tool calls (events,
@@ -16,12 +17,13 @@ Two model calls per turn (three when a repair was needed).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from sessiongate.agents.runner_chat import add_usage, finish, keep_cut
-from sessiongate.agents.tool_steps import run_calls
+from sessiongate.agents.tool_steps import StepCall, ToolLimits, run_calls
 from sessiongate.agents.tools import Tool, ToolContext
 from sessiongate.core.events import ContextLogEvent, PlanEvent
 from sessiongate.core.plans import (
@@ -47,6 +49,7 @@ async def run_plan(
     models: Mapping[str, ReplyModel],
     tools: Mapping[str, Tool],
     tool_context: ToolContext,
+    limits: ToolLimits,
 ) -> None:
     agent = turn.agent
     specs = {name: tool.spec for name, tool in tools.items()}
@@ -81,7 +84,12 @@ async def run_plan(
             raise
         usage = add_usage(usage, step.usage)
         try:
-            plan = parse_plan(step.text, specs, max_steps=agent.max_plan_steps)
+            # In a worker thread: it checks each step's input against a tool schema,
+            # which may come from an MCP server (bounded, but not free).
+            plan = await asyncio.to_thread(
+                parse_plan, step.text, specs, max_steps=agent.max_plan_steps
+            )
+            _check_argument_sizes(plan, limits)
             break
         except InvalidPlan as exc:
             problem = str(exc)
@@ -146,12 +154,26 @@ async def _work(
         if call is None:
             log.append({"step": step.step, "action": step.action(), "result": SYNTHESIS_RESULT})
             continue
-        (result,) = await run_calls(turn, tools, [call], tool_context)
+        (result,) = await run_calls(turn, tools, [StepCall(call)], tool_context)
         text = cap_result(result.content, turn.agent.max_tool_result_chars)
         if result.status != "ok" and not text.startswith("error"):
             text = f"{result.status}: {text}"
         log.append({"step": step.step, "action": step.action(), "result": text})
     return log
+
+
+def _check_argument_sizes(plan: tuple[PlanStep, ...], limits: ToolLimits) -> None:
+    """A tool step whose input is longer than a tool call's arguments may be makes the
+    plan invalid: the planner gets to repair it, as for any other invalid step."""
+    for step in plan:
+        if step.tool is None:
+            continue
+        size = len(_json(step.tool_input))
+        if size > limits.max_argument_chars:
+            raise InvalidPlan(
+                f"step {step.step}'s tool_input is too large ({size} characters as JSON;"
+                f" at most {limits.max_argument_chars})"
+            )
 
 
 def _json(value: dict[str, Any]) -> str:

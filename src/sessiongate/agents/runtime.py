@@ -13,7 +13,9 @@ from sessiongate.agents.delegate import MAX_DEPTH, PREFIX
 from sessiongate.agents.registry import ToolRegistry
 from sessiongate.agents.runner_chat import run_chat
 from sessiongate.agents.runner_plan import run_plan
+from sessiongate.agents.tool_steps import ToolLimits
 from sessiongate.agents.tools import Tool, ToolContext
+from sessiongate.config_limits import LimitsConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.base import ReplyModel, ToolSpec, capabilities_of
 from sessiongate.service.agent_turn import AgentTurn
@@ -21,9 +23,16 @@ from sessiongate.service.agents import AgentProfile
 
 
 class AgentRunner:
-    def __init__(self, models: Mapping[str, ReplyModel], registry: ToolRegistry) -> None:
+    def __init__(
+        self,
+        models: Mapping[str, ReplyModel],
+        registry: ToolRegistry,
+        limits: LimitsConfig | None = None,
+    ) -> None:
         self.models = models
         self.registry = registry
+        #: `[limits]` on tool calls (agents/tool_steps.py); their defaults without one.
+        self.limits = ToolLimits.from_config(limits or LimitsConfig())
 
     async def tools_for(
         self, agent: AgentProfile, *, primary: bool, depth: int = 0
@@ -54,13 +63,13 @@ class AgentRunner:
             depth=turn.depth,
         )
         if agent.runner == "plan_execute":
-            await run_plan(turn, self.models, tools, context)
+            await run_plan(turn, self.models, tools, context, self.limits)
             return
         first = self.models.get(turn.model_names[0])
         # A session override may name a model without tool support: it then answers
         # without tools, the thread's steps written as text (never a rejected request).
         native = first is not None and capabilities_of(first).tools
-        await run_chat(turn, self.models, tools, context, native_tools=native)
+        await run_chat(turn, self.models, tools, context, native_tools=native, limits=self.limits)
 
 
 def check_agents(agents: Mapping[str, AgentProfile], models: Mapping[str, ReplyModel]) -> None:

@@ -5,6 +5,15 @@ within `tool_timeout`), and as soon as it ends its result is appended as a `tool
 and a `tool_end` event follows. If the step is cancelled (turn timeout, shutdown), the
 calls still running are stopped and each is kept as an `interrupted` result, so the thread
 stays valid and nothing that finished is lost.
+
+`[limits]` bound what one step may ask (`ToolLimits`). A call whose arguments are longer
+than `max_tool_argument_chars` is not run: it is answered with an `error` result saying
+so, and from then on only a head of its arguments exists (in `tool_start`, the stored
+assistant message, the replay journal and every later context), marked
+`arguments_truncated` with the real length in the call's metadata; otherwise megabytes of
+arguments would be resent to the model on every later turn. Calls past
+`max_tool_calls_per_step` in one step are answered with an `error` result too, not run:
+every call still has its result, so the history stays valid.
 """
 
 from __future__ import annotations
@@ -12,14 +21,75 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sessiongate.agents.registry import ToolRegistry, ToolResult
 from sessiongate.agents.tools import Tool, ToolContext
+from sessiongate.config_limits import LimitsConfig
 from sessiongate.core.events import ToolEndEvent, ToolStartEvent
 from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.core.tool_calls import INTERRUPTED_RESULT, ToolCallRecord, cap_result
 from sessiongate.service.agent_turn import AgentTurn
+
+#: What is kept of arguments too large to run: enough for the model and a reader to see
+#: what the call was, small enough that resending it on every later turn costs nothing.
+CUT_ARGUMENTS_HEAD_CHARS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class ToolLimits:
+    """What one model step's calls may be (`[limits]`)."""
+
+    max_argument_chars: int
+    max_calls_per_step: int
+
+    @classmethod
+    def from_config(cls, limits: LimitsConfig) -> ToolLimits:
+        return cls(limits.max_tool_argument_chars, limits.max_tool_calls_per_step)
+
+
+@dataclass(frozen=True, slots=True)
+class StepCall:
+    """One call of a step as it is shown, kept and sent back to the model: `record`
+    holds only a head of arguments that were too large, and `refusal` is the error
+    result of a call that is not run (None: it runs)."""
+
+    record: ToolCallRecord
+    refusal: str | None = None
+    #: The arguments' real length when `record.arguments` is only their head.
+    argument_chars: int | None = None
+
+    def to_metadata(self) -> dict[str, Any]:
+        """The call as the assistant message's `tool_calls` metadata keeps it."""
+        kept: dict[str, Any] = dict(self.record.to_metadata())
+        if self.argument_chars is not None:
+            kept["arguments_truncated"] = True
+            kept["argument_chars"] = self.argument_chars
+        return kept
+
+    def to_wire(self) -> dict[str, str]:
+        record = self.record
+        return {"id": record.call_id, "name": record.name, "arguments": record.arguments}
+
+
+def limited_call(
+    call_id: str, name: str, arguments: str, argument_chars: int, position: int, limits: ToolLimits
+) -> StepCall:
+    """The call at `position` (from 1) of its step, its arguments `argument_chars` long
+    (of which `arguments` may hold only a head), within `limits`."""
+    refusal: str | None = None
+    cut: int | None = None
+    if argument_chars > limits.max_argument_chars:
+        arguments = arguments[: min(CUT_ARGUMENTS_HEAD_CHARS, limits.max_argument_chars)]
+        cut = argument_chars
+        refusal = (
+            f"error: the arguments were too large ({argument_chars} characters; at most"
+            f" {limits.max_argument_chars} are accepted), so the call was not run"
+        )
+    if position > limits.max_calls_per_step:
+        refusal = f"error: too many tool calls in one step; at most {limits.max_calls_per_step} run"
+    return StepCall(ToolCallRecord(call_id, name, arguments), refusal, cut)
 
 
 def shown_input(raw: str) -> dict[str, Any] | str:
@@ -34,10 +104,11 @@ def shown_input(raw: str) -> dict[str, Any] | str:
 async def run_calls(
     turn: AgentTurn,
     tools: Mapping[str, Tool],
-    calls: Sequence[ToolCallRecord],
+    calls: Sequence[StepCall],
     context: ToolContext,
 ) -> list[ToolResult]:
-    """Run `calls`; return their results in call order (each already kept)."""
+    """Run `calls` (those with a refusal are answered with it instead); return their
+    results in call order (each already kept)."""
     agent = turn.agent
     handle = turn.handle
     limit = agent.tool_timeout.total_seconds()
@@ -52,22 +123,34 @@ async def run_calls(
         await _keep(turn, result)
         kept[call.call_id] = result
 
-    for call in calls:
-        handle.emit(ToolStartEvent(call.call_id, call.name, shown_input(call.arguments)))
-    tasks = [asyncio.create_task(one(call)) for call in calls]
+    records = [call.record for call in calls]
+    for record in records:
+        handle.emit(ToolStartEvent(record.call_id, record.name, shown_input(record.arguments)))
+    tasks: list[asyncio.Task[None]] = []
     try:
+        # Refusals first and without a task each: a step of thousands of calls past the
+        # limit must not cost thousands of tasks.
+        for call in calls:
+            if call.refusal is not None:
+                record = call.record
+                result = ToolResult(record.call_id, record.name, "error", call.refusal, 0)
+                await _keep(turn, result)
+                kept[record.call_id] = result
+        tasks = [asyncio.create_task(one(c.record)) for c in calls if c.refusal is None]
         await asyncio.gather(*tasks)
     except BaseException:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for call in calls:
-            if call.call_id not in kept:
-                result = ToolResult(call.call_id, call.name, "interrupted", INTERRUPTED_RESULT, 0)
+        for record in records:
+            if record.call_id not in kept:
+                result = ToolResult(
+                    record.call_id, record.name, "interrupted", INTERRUPTED_RESULT, 0
+                )
                 await _keep(turn, result)
-                kept[call.call_id] = result
+                kept[record.call_id] = result
         raise
-    return [kept[call.call_id] for call in calls]
+    return [kept[record.call_id] for record in records]
 
 
 async def _keep(turn: AgentTurn, result: ToolResult) -> None:
