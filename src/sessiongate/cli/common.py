@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,9 +15,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from sessiongate.config import Settings, load_settings
+from sessiongate.core.users import Caller
 from sessiongate.errors import ConfigError, SessionGateError
-from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.sessions import Caller
+
+if TYPE_CHECKING:
+    # The engine (models, tools, MCP, hand-off patterns) is imported by the commands
+    # that build one, so `sessiongate --help` and user commands start at once.
+    from sessiongate.service.engine import Engine
+    from sessiongate.service.users import UserService
 
 console = Console()
 errors = Console(stderr=True)
@@ -47,6 +52,8 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def with_engine(config: Path | None, action: Callable[[Engine], Awaitable[T]]) -> T:
+    from sessiongate.service.engine import build_engine
+
     settings = settings_or_exit(config)
 
     async def run() -> T:
@@ -57,8 +64,32 @@ def with_engine(config: Path | None, action: Callable[[Engine], Awaitable[T]]) -
         finally:
             await engine.aclose()
 
+    return _run_or_fail(run())
+
+
+def with_users(config: Path | None, action: Callable[[UserService], Awaitable[T]]) -> T:
+    """Run `action` with the user service alone: the database opened, nothing else (no
+    models, tools or MCP servers), for the commands that only read or write users."""
+    from sessiongate.core.clock import SystemClock
+    from sessiongate.service.storage import build_store, open_store
+    from sessiongate.service.users import UserService
+
+    settings = settings_or_exit(config)
+
+    async def run() -> T:
+        store, user_store, _ = build_store(settings)
+        try:
+            await open_store(store)
+            return await action(UserService(user_store, SystemClock()))
+        finally:
+            await store.close()
+
+    return _run_or_fail(run())
+
+
+def _run_or_fail(work: Coroutine[object, object, T]) -> T:
     try:
-        return asyncio.run(run())
+        return asyncio.run(work)
     except (SessionGateError, ConfigError) as exc:
         message = exc.message if isinstance(exc, SessionGateError) else str(exc)
         raise fail(message) from None

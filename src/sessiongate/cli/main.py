@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -20,8 +20,8 @@ from sessiongate.cli.common import (
     print_table,
     settings_or_exit,
     with_engine,
+    with_users,
 )
-from sessiongate.cli.demo import fresh_demo_database, run_demo
 from sessiongate.cli.maintenance import backup, gc, restore
 from sessiongate.cli.mcp import mcp_app
 from sessiongate.cli.notes import notes_app
@@ -29,10 +29,13 @@ from sessiongate.config import Settings, cross_check
 from sessiongate.config_database import redact_url
 from sessiongate.core.users import User
 from sessiongate.errors import ConfigError, InvalidInput, SessionNotFound
-from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.sessions import ChainView
-from sessiongate.service.user_erasure import OPERATOR as ERASER
-from sessiongate.service.user_erasure import user_erasure
+
+if TYPE_CHECKING:
+    # The engine and the services are imported by the commands that use them, so
+    # `sessiongate --help` and the user commands start at once.
+    from sessiongate.service.engine import Engine
+    from sessiongate.service.sessions import ChainView
+    from sessiongate.service.users import UserService
 
 app = typer.Typer(
     help="sessiongate: durable conversation sessions for AI assistants.",
@@ -61,6 +64,7 @@ def serve(
 ) -> None:
     """Run the gateway: REST + SSE, OpenAI-compatible API and WebSockets."""
     from sessiongate.logs import configure_logging
+    from sessiongate.service.engine import build_engine
     from sessiongate.serving import serve as serve_gateway
 
     settings = settings_or_exit(config)
@@ -107,6 +111,8 @@ def demo(
     data_dir: Annotated[Path, typer.Option(help="Where to write demo.db.")] = Path("./data"),
 ) -> None:
     """Run a scripted conversation through the engine: rotations, chain, recall, revert."""
+    from sessiongate.cli.demo import fresh_demo_database, run_demo
+
     asyncio.run(run_demo(fresh_demo_database(data_dir), console))
 
 
@@ -119,11 +125,11 @@ def users_add(
 ) -> None:
     """Create a user and print its API key once, alone on the last line."""
 
-    async def add(engine: Engine) -> str:
-        _, key = await engine.users.add(name, primary=primary, admin=admin)
+    async def add(users: UserService) -> str:
+        _, key = await users.add(name, primary=primary, admin=admin)
         return key
 
-    key = with_engine(config, add)
+    key = with_users(config, add)
     roles = ", ".join(r for r, on in (("primary", primary), ("admin", admin)) if on) or "user"
     console.print(f"created {name} ({roles}); the key is shown only now:")
     print(key)
@@ -161,7 +167,7 @@ def users_modes(
 @users_app.command("list")
 def users_list(config: ConfigOption = None) -> None:
     """Every user: roles, modes enabled and how many live API keys it has."""
-    found = with_engine(config, lambda e: e.users.list_with_keys())
+    found = with_users(config, lambda users: users.list_with_keys())
     rows = []
     for user, keys in found:
         roles = [r for r, on in (("primary", user.primary), ("admin", user.admin)) if on]
@@ -172,7 +178,7 @@ def users_list(config: ConfigOption = None) -> None:
 @users_app.command("revoke")
 def users_revoke(name: str, config: ConfigOption = None) -> None:
     """Revoke every API key of a user at once; its sessions, notes and tasks stay."""
-    revoked = with_engine(config, lambda e: e.users.revoke(name))
+    revoked = with_users(config, lambda users: users.revoke(name))
     console.print(
         f"revoked {revoked} key(s) of {name}; `users rotate-key {name}` issues a new one",
         markup=False,
@@ -191,6 +197,8 @@ def users_erase(
     """Erase a user and everything derived from them: keys and chains, artifacts and their
     files, notes, tasks, mode unlocks, webhook deliveries, API keys. Cannot be undone."""
     from sessiongate.logs import configure_logging
+    from sessiongate.service.user_erasure import OPERATOR as ERASER
+    from sessiongate.service.user_erasure import user_erasure
 
     if not yes:
         if not sys.stdin.isatty():
@@ -208,7 +216,7 @@ def users_erase(
 def users_rotate_key(name: str, config: ConfigOption = None) -> None:
     """Issue a new API key for a user and revoke all its old ones at once; print the new
     key once, alone on the last line."""
-    key, revoked = with_engine(config, lambda e: e.users.rotate_key(name))
+    key, revoked = with_users(config, lambda users: users.rotate_key(name))
     console.print(
         f"revoked {revoked} old key(s) of {name}; the new key is shown only now:",
         markup=False,

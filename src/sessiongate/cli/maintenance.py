@@ -4,7 +4,7 @@ operator's maintenance commands (docs/operations.md)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,8 +18,10 @@ from sessiongate.cli.common import (
     with_engine,
 )
 from sessiongate.config import Settings
-from sessiongate.service.engine import Engine
-from sessiongate.service.retention import RetentionReport
+
+if TYPE_CHECKING:
+    from sessiongate.service.engine import Engine
+    from sessiongate.service.retention import RetentionReport
 from sessiongate.store.sqlite_backup import BackupError, backup_database, restore_database
 
 PG_DUMP_HINT = (

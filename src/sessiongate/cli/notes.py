@@ -15,17 +15,18 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from sessiongate.config import load_settings
-from sessiongate.core.notes import markdown_title
 from sessiongate.errors import ConfigError, SessionGateError
-from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.notes import NoteService
+
+if TYPE_CHECKING:
+    from sessiongate.service.engine import Engine
+    from sessiongate.service.notes import NoteService
 
 notes_app = typer.Typer(help="Manage users' notes.", no_args_is_help=True)
 console = Console()
@@ -69,6 +70,8 @@ def read_note(path: Path) -> tuple[str | None, str]:
 
 
 async def import_folder(notes: NoteService, folder: Path, user: str) -> ImportReport:
+    from sessiongate.core.notes import markdown_title
+
     report = ImportReport()
     for path in markdown_files(folder):
         source = path.relative_to(folder).as_posix()
@@ -109,6 +112,8 @@ def notes_import(
     except ConfigError as exc:
         errors.print("[red]configuration error[/red]\n" + escape(str(exc)))
         raise typer.Exit(2) from None
+
+    from sessiongate.service.engine import build_engine
 
     async def run() -> ImportReport:
         engine: Engine = build_engine(settings, config_dir=config.parent if config else None)

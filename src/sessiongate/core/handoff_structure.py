@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import cached_property
 
 from sessiongate.core.handoff import INTENTS, Intent
 from sessiongate.core.handoff_lexicon import (
@@ -36,18 +37,39 @@ _SENTENCE_SLACK = 48
 
 class Structure:
     """One intent's word and frames. With `cues`, a reply holding none of them is
-    skipped at once (every word holds one)."""
+    skipped at once (every word holds one). The patterns are compiled when first used:
+    compiling all of them costs most of a second, which a command that never runs a
+    hand-off (`sessiongate --help`) should not pay."""
 
     def __init__(self, word: str, cues: Sequence[str] | None = None) -> None:
-        self._word = re.compile(word)
+        self._word_source = word
+        self._cue_source = tuple(cues) if cues else None
+
+    @cached_property
+    def _word(self) -> re.Pattern[str]:
+        return re.compile(self._word_source)
+
+    @cached_property
+    def _word_starts(self) -> re.Pattern[str]:
         # Every place a word begins, overlapping ones too: "checking the internet for
         # the latest" is a word, and so is its "internet".
-        self._word_starts = re.compile(f"(?={word})")
+        return re.compile(f"(?={self._word_source})")
+
+    @cached_property
+    def _before(self) -> re.Pattern[str]:
         # The frames as one alternation each side: one pass over a window, not five.
-        self._before = re.compile("(?:" + "|".join(FRAMES_BEFORE) + ")" + word)
-        self._after = re.compile(word + "(?:" + "|".join(FRAMES_AFTER) + ")")
+        return re.compile("(?:" + "|".join(FRAMES_BEFORE) + ")" + self._word_source)
+
+    @cached_property
+    def _after(self) -> re.Pattern[str]:
+        return re.compile(self._word_source + "(?:" + "|".join(FRAMES_AFTER) + ")")
+
+    @cached_property
+    def _cues(self) -> re.Pattern[str] | None:
         # One search for the cues: several times faster than `in` for each of 70.
-        self._cues = re.compile(any_of(tuple(map(re.escape, cues)))) if cues else None
+        if not self._cue_source:
+            return None
+        return re.compile(any_of(tuple(map(re.escape, self._cue_source))))
 
     def found(self, text: str, guard: Guard | None = None) -> bool:
         """Whether a frame and a word make a promise in `text` (lowered) that `guard`

@@ -37,16 +37,14 @@ from sessiongate.service.routing import RouteService
 from sessiongate.service.scripted_reply import ScriptedReplies
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.speech import SpeechService
+from sessiongate.service.storage import build_store, open_store
 from sessiongate.service.task_extraction import build_task_extractor
 from sessiongate.service.tasks import TaskService, build_task_service
 from sessiongate.service.turn_journal import TurnJournal
 from sessiongate.service.turn_recovery import StoredTurns, build_turn_records
 from sessiongate.service.turns import TurnService
 from sessiongate.service.users import UserService
-from sessiongate.store.base import Store, UserStore
-from sessiongate.store.locks import KeyLocks
-from sessiongate.store.sqlite import SQLiteStore
-from sessiongate.store.sqlite_users import SQLiteUserStore
+from sessiongate.store.base import Store
 
 
 @dataclass(slots=True)
@@ -85,9 +83,7 @@ class Engine:
     async def start(self) -> None:
         """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
         SQLite opens at build time, so it has no `start`. Idempotent."""
-        opener = getattr(self.store, "start", None)
-        if opener is not None:
-            await opener()
+        await open_store(self.store)
         await self.tools.start()
         if self.notes is not None:
             await self.notes.start()  # loads a local embeddings model, if configured
@@ -309,19 +305,3 @@ def build_script_runner(
         raise ConfigError(
             f'agents {", ".join(wanting)}: actions = "sandbox" but {exc.message}'
         ) from None
-
-
-def build_store(settings: Settings) -> tuple[Store, UserStore, KeyLocks]:
-    """SQLite (opened now) or PostgreSQL (connected by `Engine.start`), with the key locks
-    that fit it: in-process for SQLite, advisory locks shared by every process for
-    PostgreSQL."""
-    if settings.database.backend == "postgres":
-        # Imported here so a SQLite gateway never loads the driver.
-        from sessiongate.store.postgres import PostgresStore
-        from sessiongate.store.postgres_locks import PostgresKeyLocks
-        from sessiongate.store.postgres_users import PostgresUserStore
-
-        pg = PostgresStore(settings.database.url, pool_size=settings.database.pool_size)
-        return pg, PostgresUserStore(pg), PostgresKeyLocks(lambda: pg.lock_pool)
-    store = SQLiteStore.open(settings.sqlite_path, synchronous=settings.database.synchronous)
-    return store, SQLiteUserStore(store), KeyLocks()
