@@ -4,15 +4,15 @@ all on the same stub model and the same two in-process tools.
 
 Processes, all on 127.0.0.1 (this script re-runs itself with a hidden `--role`):
 
-* the stub (agent_stub.py): OpenAI chat completions that ask for `lookup` and `add` in
+* the stub (support/agent_stub.py): OpenAI chat completions that ask for `lookup` and `add` in
   one step, then answer from their results; a plan for a JSON-mode request;
-* the gateway (agent_gateway.py): `create_app(build_engine(settings))` under uvicorn, the
+* the gateway (support/agent_gateway.py): `create_app(build_engine(settings))` under uvicorn, the
   `openai` provider pointed at the stub, the two tools added as `FunctionTool`s; and a
   diagnostic second gateway whose reply model answers in-process (`--stacks` inprocess);
-* each peer (agent_peers.py), a fresh process per round, driving its own sessions
+* each peer (support/agent_peers.py), a fresh process per round, driving its own sessions
   in-process: LangGraph `create_react_agent` + `AsyncSqliteSaver`, the Agents SDK
   `Runner.run_streamed` + `SQLiteSession`;
-* this process: the gateway's HTTP client (agent_client.py).
+* this process: the gateway's HTTP client (support/agent_client.py).
 
 Per round, each on fresh keys: `--reps` times sessiongate `chat`, `plan_execute` and `chat`
 with no tool asked (the baseline of the tool-step cost), then LangGraph, then the Agents
@@ -20,7 +20,8 @@ SDK; `--sessions` sessions at once (20), one untimed turn each, then `--turns` t
 each. Then, on each gateway, one turn at a time: tool and no-tool turns alternating (the
 tool step again, as a difference of medians), and turns alternating between a key with
 10 prior tool turns and one with `--history` (1,000), both seeded by importing an export
-of a real tool turn repeated (agent_client.py). Figures and targets: agent_report.py.
+of a real tool turn repeated (support/agent_client.py). Figures and targets:
+support/agent_report.py.
 
     .venv/bin/python bench/agent_turns.py --quick          # under 2 minutes
     .venv/bin/python bench/agent_turns.py                  # full run
@@ -43,17 +44,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent_client import GatewayClient, seed_histories
-from agent_load import Phase, TurnFn, checked_turn, closed_loop, process_cpu_clock, stub_requests
-from agent_peers import WARM_TURNS
-from agent_report import (
+from support.agent_client import GatewayClient, seed_histories
+from support.agent_load import (
+    Phase,
+    TurnFn,
+    checked_turn,
+    closed_loop,
+    process_cpu_clock,
+    stub_requests,
+)
+from support.agent_peers import WARM_TURNS
+from support.agent_report import (
     Alternating,
     History,
     last_line,
     report,
     summarise,
 )
-from common import (
+from support.common import (
     ensure_bench_extras,
     load_average,
     machine_busy_seconds,
@@ -61,7 +69,7 @@ from common import (
     run_async,
     version_of,
 )
-from procs import Child, start_child, stop_child
+from support.procs import Child, start_child, stop_child
 
 ENTRY = Path(__file__).resolve()
 #: Turns each gateway served, by name ("sessiongate", "inprocess"), warm-ups included.
@@ -261,7 +269,7 @@ def orchestrate(args: argparse.Namespace) -> int:
             children.append(diagnostic)
         warm = argparse.Namespace(**{**vars(args), "turns": WARM_TURNS, "reps": 1})
         for server, prefix in ((gateway, "sessiongate"), (diagnostic, "inprocess")):
-            if server is not None:  # the peers warm up the same way (agent_peers.py)
+            if server is not None:  # the peers warm up the same way (support/agent_peers.py)
                 run_async(gateway_round(warm, stub, server, "warm", prefix, quiet=True))
         for round_index in range(args.rounds):
             print(f"  round {round_index + 1} of {args.rounds}", flush=True)
@@ -347,17 +355,17 @@ def ensure_langchain_openai() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.role == "stub":
-        from agent_stub import serve_agent_stub
+        from support.agent_stub import serve_agent_stub
 
         serve_agent_stub(args)
         return 0
     if args.role == "gateway":
-        from agent_gateway import serve_agent_gateway
+        from support.agent_gateway import serve_agent_gateway
 
         serve_agent_gateway(args)
         return 0
     if args.role in ("langgraph", "agents"):
-        from agent_peers import run_peer as run_peer_here
+        from support.agent_peers import run_peer as run_peer_here
 
         run_peer_here(args)
         return 0

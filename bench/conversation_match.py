@@ -38,7 +38,6 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from common import load_average, machine_line, nearest_rank, render_table
 from sessiongate.config import Settings
 from sessiongate.core.conversation import ClientMessage, Role, chain, prefix_hashes
 from sessiongate.core.keys import KeyRef
@@ -46,6 +45,7 @@ from sessiongate.core.users import Caller
 from sessiongate.service.conversations import ConversationService
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.store.conversations_base import ConversationHead, ConversationNode
+from support.common import load_average, machine_line, nearest_rank, render_table
 
 USER = "bench"
 KINDS = ("continue", "earlier state", "unknown")

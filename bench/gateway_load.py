@@ -4,18 +4,21 @@ LiteLLM proxy and a FastAPI + LangGraph stack, all in front of the same local st
 Processes, all on 127.0.0.1 with ephemeral ports (this script re-runs itself with a hidden
 `--role` for its own servers, so each has its own interpreter and GIL):
 
-* the stub model (stub.py): an OpenAI-compatible streaming `POST /v1/chat/completions`;
-* the stacks (stacks.py): sessiongate (SQLite, the `openai` provider pointed at the stub),
-  the LangGraph stack (stacks_langgraph.py), the LiteLLM proxy from its own virtual
-  environment at a pinned version (stacks_litellm.py), and with `--postgres-url`
-  `sessiongate serve` with `--workers` processes on PostgreSQL (gwload_workers.py);
-* the client (client.py, this process): one keep-alive connection per session.
+* the stub model (support/stub.py): an OpenAI-compatible streaming
+  `POST /v1/chat/completions`;
+* the stacks (support/stacks.py): sessiongate (SQLite, the `openai` provider pointed at the
+  stub), the LangGraph stack (support/stacks_langgraph.py), the LiteLLM proxy from its own
+  virtual environment at a pinned version (support/stacks_litellm.py), and with
+  `--postgres-url` `sessiongate serve` with `--workers` processes on PostgreSQL
+  (support/gwload_workers.py);
+* the client (support/client.py, this process): one keep-alive connection per session.
 
-Phases (phases.py), for every stack and for the stub sent the same requests directly:
-c=1 (one session alone), a closed loop of 50 sessions on an instant stub (capacity,
-turns/s), the same on a stub whose first token comes alone, an open loop of Poisson
-arrivals over 50 sessions at half of that second capacity, and 50 sessions in lockstep.
-Added TTFT = TTFT through a stack - TTFT direct to the stub in the same phase (report.py).
+Phases (support/phases.py), for every stack and for the stub sent the same requests
+directly: c=1 (one session alone), a closed loop of 50 sessions on an instant stub
+(capacity, turns/s), the same on a stub whose first token comes alone, an open loop of
+Poisson arrivals over 50 sessions at half of that second capacity, and 50 sessions in
+lockstep. Added TTFT = TTFT through a stack - TTFT direct to the stub in the same phase
+(support/report.py).
 
     .venv/bin/python bench/gateway_load.py --quick      # about 2 minutes
     .venv/bin/python bench/gateway_load.py              # full run
@@ -43,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from common import (
+from support.common import (
     ensure_bench_extras,
     machine_busy_seconds,
     machine_info,
@@ -51,11 +54,11 @@ from common import (
     run_async,
     version_of,
 )
-from phases import Plan, drive
-from profile_report import print_profile
-from report import checks, last_line, summarise_all, table, write_json
-from stacks import Stacks, serve_baseline, serve_gateway, start_stacks
-from stub import serve_stub
+from support.phases import Plan, drive
+from support.profile_report import print_profile
+from support.report import checks, last_line, summarise_all, table, write_json
+from support.stacks import Stacks, serve_baseline, serve_gateway, start_stacks
+from support.stub import serve_stub
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -64,9 +64,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import REPO_DIR, load_average, machine_info, machine_line, percentile, render_table
 from sessiongate.core.handoff import INTENTS
 from sessiongate.core.handoff_patterns import SEED_PATTERNS, IntentPatterns, patterns_for
+from support.common import (
+    REPO_DIR,
+    load_average,
+    machine_info,
+    machine_line,
+    percentile,
+    render_table,
+)
 
 DATA = REPO_DIR / "tests" / "data"
 PARTS = ("dev", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4", "fresh-5")

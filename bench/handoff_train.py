@@ -40,7 +40,6 @@ from pathlib import Path
 
 import numpy as np
 
-from common import REPO_DIR
 from sessiongate.core.handoff import INTENTS
 from sessiongate.core.handoff_learned import (
     FEATURES,
@@ -51,6 +50,7 @@ from sessiongate.core.handoff_learned import (
     grams,
 )
 from sessiongate.core.handoff_patterns import patterns_for
+from support.common import REPO_DIR
 
 DATA = REPO_DIR / "tests" / "data"
 PARTS = ("dev", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4", "fresh-5")

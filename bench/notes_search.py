@@ -45,14 +45,6 @@ from typing import Any
 
 import numpy as np
 
-from common import (
-    ensure_bench_extras,
-    load_average,
-    machine_line,
-    nearest_rank,
-    render_table,
-    version_of,
-)
 from sessiongate.config_tools import NotesConfig
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.ids import IdGenerator
@@ -61,6 +53,14 @@ from sessiongate.models.embeddings import WordLlamaEmbedder, wordllama_folder
 from sessiongate.service.notes import NoteService
 from sessiongate.store.sqlite import SQLiteStore
 from sessiongate.store.sqlite_notes import SQLiteNoteStore
+from support.common import (
+    ensure_bench_extras,
+    load_average,
+    machine_line,
+    nearest_rank,
+    render_table,
+    version_of,
+)
 
 OWNER = "alice"
 TOP_K = 5

@@ -31,7 +31,14 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from common import REPO_DIR, load_average, machine_line, percentile, render_table, version_of
+from support.common import (
+    REPO_DIR,
+    load_average,
+    machine_line,
+    percentile,
+    render_table,
+    version_of,
+)
 
 sys.path.insert(0, str(REPO_DIR))
 sys.path.insert(0, str(REPO_DIR / "src"))

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import REPO_DIR, load_average, machine_info, machine_line, render_table
 from sessiongate.core.safety import Label, keyword_classify
+from support.common import REPO_DIR, load_average, machine_info, machine_line, render_table
 
 DATA = REPO_DIR / "tests" / "data" / "safety_requests.jsonl"
 LABELS = (Label.UNSAFE, Label.CHAT, Label.AGENT)

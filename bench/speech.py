@@ -48,7 +48,6 @@ from typing import Any
 
 import httpx
 
-from common import REPO_DIR, load_average, machine_line, render_table, version_of
 from sessiongate.config_voice import VoiceConfig
 from sessiongate.service.speech import SpeechService
 from sessiongate.speech.base import SpeechEngine
@@ -57,6 +56,7 @@ from sessiongate.speech.openai_speech import OpenAISpeechEngine
 from sessiongate.speech.piper import PiperEngine
 from sessiongate.speech.sentences import split_sentences
 from sessiongate.speech.wav import parse_wav
+from support.common import REPO_DIR, load_average, machine_line, render_table, version_of
 
 sys.path.insert(0, str(REPO_DIR))  # the local speech server lives with the tests
 from tests.support.gateway import Gateway, gateway_settings, running_gateway

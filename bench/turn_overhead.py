@@ -46,12 +46,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from common import load_average, nearest_rank, render_table, version_of
 from sessiongate.core.clock import SystemClock
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.store.sqlite import SQLiteStore
+from support.common import load_average, nearest_rank, render_table, version_of
 
 LENGTHS: tuple[int, ...] = (10, 100, 1_000, 10_000)
 CONTEXT_WINDOW = 50  # the gateway's default agent memory_window

@@ -13,8 +13,8 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from procs import HOST
-from stub import stub_tokens
+from support.procs import HOST
+from support.stub import stub_tokens
 
 
 class HttpxStubModel:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from common import tree_cpu_seconds
+from support.common import tree_cpu_seconds
 
 CLI = [sys.executable, "-c", "from sessiongate.cli.main import app; app()"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from agent_load import TurnFn
+from support.agent_load import TurnFn
 
 
 class GatewayClient:
@@ -120,7 +120,7 @@ async def seed_histories(
     `POST /v1/import?key=...`. Returns the seconds each import took."""
     import time
 
-    from agent_load import checked_turn
+    from support.agent_load import checked_turn
 
     template = f"{label}-template"
     await checked_turn(client.turn_fn(agent), template, 0, tools=True)

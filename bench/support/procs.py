@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import BENCH_DIR, tree_cpu_seconds
+from support.common import BENCH_DIR, tree_cpu_seconds
 
 HOST = "127.0.0.1"
 ENTRY = BENCH_DIR / "gateway_load.py"

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_load import Phase
-from common import fmt, machine_info, percentile, render_table
+from support.agent_load import Phase
+from support.common import fmt, machine_info, percentile, render_table
 
 #: Stack names in table order, with what each row is.
 ROWS = {
@@ -301,7 +301,7 @@ def report(
     for passed, text in found:
         print(f"  [{'PASS' if passed else 'FAIL'}] {text}")
     if profile_path is not None and profile_path.exists():
-        from profile_report import print_profile
+        from support.profile_report import print_profile
 
         print_profile(profile_path, served)
         print("  (the profiler slows the gateway several-fold; use figures from a run without it)")

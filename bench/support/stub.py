@@ -25,8 +25,8 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from common import run_async
-from procs import listening_socket, write_ready
+from support.common import run_async
+from support.procs import listening_socket, write_ready
 
 STUB_MODEL = "stub-model"
 MODES = ("paced", "instant", "split")

@@ -1,5 +1,6 @@
-"""Helpers shared by the bench scripts: turn_overhead.py and gateway_load.py (with the
-modules it is split into). Standard library only, so any module can import it first."""
+"""Helpers shared by the bench scripts and the other support modules: paths, package
+versions, the machine's load and CPU clocks, the `bench` extra, percentiles and tables.
+Standard library only, so any module can import it first."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-BENCH_DIR = Path(__file__).resolve().parent
+#: bench/, where the scripts live (this module is in bench/support/).
+BENCH_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = BENCH_DIR.parent
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_stub import EXPECTED, NO_TOOLS
-from common import percentile
+from support.agent_stub import EXPECTED, NO_TOOLS
+from support.common import percentile
 
 TurnFn = Callable[[str, str], Awaitable[str]]
 

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
-from stub import STUB_MODEL
+from support.stub import STUB_MODEL
 
 
 class BaselineChatIn(BaseModel):

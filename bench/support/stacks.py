@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import run_async
-from gateway_models import HttpxStubModel, InProcessModel, RawHttpStubModel
-from procs import Child, listening_socket, run_server, start_child, stop_child, write_ready
-from stub import STUB_MODEL
+from support.common import run_async
+from support.gateway_models import HttpxStubModel, InProcessModel, RawHttpStubModel
+from support.procs import Child, listening_socket, run_server, start_child, stop_child, write_ready
+from support.stub import STUB_MODEL
 
 GATEWAY_USER = "bench"
 
@@ -72,7 +72,9 @@ def build_gateway(args: argparse.Namespace) -> tuple[Any, str, str]:
     if engine is None and args.gateway_model == "raw":
         model = RawHttpStubModel("stub", base_url, STUB_MODEL)
         engine = build_engine(Settings(**base), models={"stub": model})
-        model_path = "DIAGNOSTIC: bare asyncio HTTP/1.1 ReplyModel (bench/gateway_models.py)"
+        model_path = (
+            "DIAGNOSTIC: bare asyncio HTTP/1.1 ReplyModel (bench/support/gateway_models.py)"
+        )
     if engine is None and args.gateway_model == "inprocess":
         model = InProcessModel("stub", args.tokens)
         engine = build_engine(Settings(**base), models={"stub": model})
@@ -80,7 +82,7 @@ def build_gateway(args: argparse.Namespace) -> tuple[Any, str, str]:
     if engine is None:
         model = HttpxStubModel("stub", base_url, STUB_MODEL)
         engine = build_engine(Settings(**base), models={"stub": model})
-        model_path = "fallback: in-process httpx ReplyModel (bench/gateway_models.py)"
+        model_path = "fallback: in-process httpx ReplyModel (bench/support/gateway_models.py)"
     _, key = run_async(engine.users.add(GATEWAY_USER, primary=True))
     return engine, key, model_path
 
@@ -121,7 +123,7 @@ def serve_gateway(args: argparse.Namespace) -> None:
 def serve_baseline(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from stacks_langgraph import build_baseline_app
+    from support.stacks_langgraph import build_baseline_app
 
     app = build_baseline_app(args.stub_url, str(Path(args.data_dir) / "langgraph.db"))
     sock = listening_socket()
@@ -145,7 +147,7 @@ class Stacks:
     def stop(self) -> None:
         for server in reversed(self.servers):
             if server.name == "sessiongate-pg":
-                from gwload_workers import stop_workers
+                from support.gwload_workers import stop_workers
 
                 stop_workers(server)
             else:
@@ -166,7 +168,7 @@ def start_stacks(args: argparse.Namespace, workdir: Path, profile_path: Path | N
             gateway_args += ["--profile-out", str(profile_path)]
         stacks.servers.append(start_child("sessiongate", gateway_args, workdir))
         if args.postgres_url:
-            from gwload_workers import start_workers
+            from support.gwload_workers import start_workers
 
             workers = start_workers(args.postgres_url, args.workers, url, STUB_MODEL, workdir)
             stacks.servers.append(workers)
@@ -175,7 +177,7 @@ def start_stacks(args: argparse.Namespace, workdir: Path, profile_path: Path | N
         baseline_args += ["--data-dir", str(workdir / "langgraph")]
         stacks.servers.append(start_child("langgraph", baseline_args, workdir))
         if not args.no_litellm:
-            from stacks_litellm import start_litellm
+            from support.stacks_litellm import start_litellm
 
             stacks.servers.append(
                 start_litellm(

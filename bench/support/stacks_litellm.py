@@ -32,9 +32,9 @@ import sys
 import time
 from pathlib import Path
 
-from common import BENCH_DIR
-from procs import HOST, Child, free_port, spawn, stop_child
-from stub import STUB_MODEL
+from support.common import BENCH_DIR
+from support.procs import HOST, Child, free_port, spawn, stop_child
+from support.stub import STUB_MODEL
 
 LITELLM_VERSION = "1.92.0"
 HTTPTOOLS = "httptools==0.9.0"  # the version in the project's .venv

@@ -28,10 +28,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from agent_load import Phase, TurnFn, closed_loop, process_cpu_clock, stub_requests
-from agent_stub import LOOKUP
-from common import run_async
-from stub import STUB_MODEL
+from support.agent_load import Phase, TurnFn, closed_loop, process_cpu_clock, stub_requests
+from support.agent_stub import LOOKUP
+from support.common import run_async
+from support.stub import STUB_MODEL
 
 INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
 LOOKUP_DOC = "Look up the number stored under a key."

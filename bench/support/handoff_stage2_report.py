@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from common import percentile, render_table
 from sessiongate.core.handoff import INTENTS
+from support.common import percentile, render_table
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from client import (
+from support.client import (
     PhaseResult,
     Target,
     gateway_target,
@@ -39,9 +39,9 @@ from client import (
     run_closed_loop,
     run_open_loop,
 )
-from common import fmt, percentile
-from stacks import Stacks
-from stub import stub_tokens
+from support.common import fmt, percentile
+from support.stacks import Stacks
+from support.stub import stub_tokens
 
 Results = dict[str, dict[str, list[PhaseResult]]]  # target -> phase -> one result per round
 

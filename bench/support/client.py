@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stub import STUB_MODEL
+from support.stub import STUB_MODEL
 
 CONTEXT_WINDOW = 50  # sessiongate's default memory_window: what a stateless client resends
 

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from client import PhaseResult
-from common import fmt, percentile, render_table
-from phases import Plan, Results
+from support.client import PhaseResult
+from support.common import fmt, percentile, render_table
+from support.phases import Plan, Results
 
 TARGET_C1_ADDED_P50_MS = 2.0
 TARGET_OPEN_ADDED_P99_MS = 10.0

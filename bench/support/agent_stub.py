@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any
 
-from stub import StubModel, _raw_chunk, _sse_chunk, serve_handler
+from support.stub import StubModel, _raw_chunk, _sse_chunk, serve_handler
 
 #: A user message holding this marker is answered in text at once: the no-tool baseline.
 NO_TOOLS = "[no tools]"

@@ -28,10 +28,6 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent_peers import ADD_DOC, INSTRUCTIONS, LOOKUP_DOC, add_value, lookup_value
-from agent_stub import answer_tokens, plan_texts, reply_kind, tool_calls
-from common import run_async
-from procs import listening_socket, run_server, write_ready
 from sessiongate.agents.tools import FunctionTool, StaticToolSource, ToolContext
 from sessiongate.config import Settings
 from sessiongate.models.base import (
@@ -46,8 +42,12 @@ from sessiongate.models.base import (
     WireMessage,
 )
 from sessiongate.service.engine import Engine, build_engine
-from stacks import _uvicorn_config
-from stub import STUB_MODEL
+from support.agent_peers import ADD_DOC, INSTRUCTIONS, LOOKUP_DOC, add_value, lookup_value
+from support.agent_stub import answer_tokens, plan_texts, reply_kind, tool_calls
+from support.common import run_async
+from support.procs import listening_socket, run_server, write_ready
+from support.stacks import _uvicorn_config
+from support.stub import STUB_MODEL
 
 GATEWAY_USER = "bench"
 TOOL_NAMES = ["lookup", "add"]

@@ -11,7 +11,7 @@ two compile jobs, `-march=native` (this machine's own instructions; the build is
 meant to be copied elsewhere).
 
 The server is a separate process on 127.0.0.1 (`python -m llama_cpp.server`), wrapped in
-bench/procs.py's `Child`, and stopped with it.
+bench/support/procs.py's `Child`, and stopped with it.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import BENCH_DIR
-from procs import HOST, Child, free_port, spawn, stop_child
+from support.common import BENCH_DIR
+from support.procs import HOST, Child, free_port, spawn, stop_child
 
 VENV_DIR = BENCH_DIR / ".venv-llama"
 MODELS_DIR = VENV_DIR / "models"
