@@ -38,9 +38,11 @@ class Store(Protocol):
     async def get_key(self, key: KeyRef) -> SessionKeyRecord | None: ...
 
     async def create_key(
-        self, key: KeyRef, session_id: str, now: datetime
+        self, key: KeyRef, session_id: str, now: datetime, *, max_keys: int | None = None
     ) -> tuple[SessionKeyRecord, Segment]:
-        """Create `key` with its first (latest) segment. Raises KeyExists."""
+        """Create `key` with its first (latest) segment. Raises KeyExists; with
+        `max_keys`, KeyLimitReached when the owner already has that many keys (counted
+        and created atomically: concurrent creations never pass the cap)."""
         ...
 
     async def get_segment(self, session_id: str) -> Segment | None: ...
@@ -65,10 +67,13 @@ class Store(Protocol):
         deciding_model: str | None = None,
         continues: Sequence[str] = (),
         extra_parents: Sequence[str] = (),
+        max_segments: int | None = None,
     ) -> tuple[Segment, RotationRecord]:
         """Archive the latest segment, create the next one and move the pointer, atomically.
 
-        Raises Conflict when the latest segment is no longer `expected_latest`.
+        Raises Conflict when the latest segment is no longer `expected_latest`; with
+        `max_segments`, SegmentLimitReached when the key already holds that many (nothing
+        changes).
         """
         ...
 
@@ -117,7 +122,12 @@ class Store(Protocol):
         """Full-text search over the archived segments of `key`."""
         ...
 
-    async def list_keys(self, owner: str | None = None) -> list[KeySummary]: ...
+    async def list_keys(
+        self, owner: str | None = None, *, after: KeyRef | None = None, limit: int | None = None
+    ) -> list[KeySummary]:
+        """Keys in storage-id order (owner, then name; byte order), only `owner`'s when
+        given, starting after `after`, at most `limit` of them (store/key_listing.py)."""
+        ...
 
     async def count_keys(self) -> int:
         """How many session keys exist (all owners)."""
@@ -132,10 +142,15 @@ class Store(Protocol):
     async def export_chain(self, key: KeyRef) -> ChainRecords: ...
 
     async def import_chain(
-        self, records: ChainRecords, new_session_id: Callable[[], str]
+        self,
+        records: ChainRecords,
+        new_session_id: Callable[[], str],
+        *,
+        max_keys: int | None = None,
     ) -> ChainRecords:
         """Insert a whole chain in one transaction, under `records.key.ref`, and return it
-        as written: segment ids already taken get `new_session_id()`. Raises KeyExists."""
+        as written: segment ids already taken get `new_session_id()`. Raises KeyExists,
+        and KeyLimitReached as `create_key` does."""
         ...
 
     def on_key_changed(self, callback: Callable[[KeyRef | None], None]) -> None:

@@ -111,9 +111,25 @@ _LINE_ADAPTER: TypeAdapter[_Line] = TypeAdapter(_Line)
 
 def parse_lines(lines: Iterable[str | bytes], *, max_content_chars: int) -> ChainRecords:
     """Validate a whole export; raise ImportFormatError naming the first bad line."""
-    builder = _ChainBuilder(max_content_chars)
-    for number, raw in enumerate(lines, start=1):
-        builder.line_number = number
+    parser = ChainParser(max_content_chars=max_content_chars)
+    for raw in lines:
+        parser.feed(raw)
+    return parser.finish()
+
+
+class ChainParser:
+    """An export read one line at a time, as a file is read or a request body arrives:
+    each line is validated when fed (ImportFormatError names it), so only the parsed chain
+    is kept, never the raw text; `finish` checks the chain as a whole."""
+
+    def __init__(self, *, max_content_chars: int) -> None:
+        self._builder = _ChainBuilder(max_content_chars)
+        self._number = 0
+
+    def feed(self, raw: str | bytes) -> None:
+        self._number += 1
+        number = self._number
+        self._builder.line_number = number
         if isinstance(raw, bytes):
             if len(raw) > MAX_LINE_BYTES:
                 raise ImportFormatError("line is too long", line=number)
@@ -124,7 +140,7 @@ def parse_lines(lines: Iterable[str | bytes], *, max_content_chars: int) -> Chai
         elif len(raw) > MAX_LINE_BYTES:
             raise ImportFormatError("line is too long", line=number)
         if not raw.strip():
-            continue
+            return
         try:
             parsed = _LINE_ADAPTER.validate_json(raw)
         except ValidationError as exc:
@@ -133,12 +149,14 @@ def parse_lines(lines: Iterable[str | bytes], *, max_content_chars: int) -> Chai
             detail = f"{where}: {first['msg']}" if where else first["msg"]
             raise ImportFormatError(detail, line=number) from None
         try:
-            builder.add(parsed)
+            self._builder.add(parsed)
         except ImportFormatError:
             raise
         except SessionGateError as exc:
             raise ImportFormatError(exc.message, line=number) from None
-    return builder.finish()
+
+    def finish(self) -> ChainRecords:
+        return self._builder.finish()
 
 
 class _ChainBuilder:

@@ -1,29 +1,41 @@
 """Key listings, which both stores answer alike (store/sqlite_reads.py,
 store/postgres_reads.py): one query over keys and their segments, written once with the
-dialect's placeholder, and the summary made from each of its rows.
+dialect's placeholders, and the summary made from each of its rows.
+
+Keys come in storage-id order (`owner/name`, byte order: both stores compare keys with
+the C collation), which the primary key's index already holds: a page starts where the
+previous one ended (`after`) and costs its own keys' segments, never a sort of every key
+(core/key_pages.py says why the order is not recency).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import KeySummary
 from sessiongate.store.base import Row
 
-_SELECT = (
-    "SELECT k.key, k.owner, k.latest_session_id, COUNT(s.session_id),"
-    " COALESCE(SUM(s.message_count), 0), MAX(s.last_activity_at)"
-    " FROM session_keys k JOIN segments s ON s.key = k.key"
-)
-_ORDER = " GROUP BY k.key ORDER BY MAX(s.last_activity_at) DESC, k.key"
+
+def list_keys_sql(placeholder: Callable[[int], str], *, by_owner: bool) -> str:
+    """Keys after a storage id (parameter 1), at most a number of them (parameter 2; no
+    limit: -1 on SQLite, NULL on PostgreSQL), and with `by_owner` only one owner's
+    (parameter 3). `placeholder(n)` is the dialect's n-th parameter (`?`, `$n`)."""
+    owner = f" AND owner = {placeholder(3)}" if by_owner else ""
+    return (
+        "SELECT k.key, k.owner, k.latest_session_id, COUNT(s.session_id),"
+        " COALESCE(SUM(s.message_count), 0), MAX(s.last_activity_at)"
+        " FROM (SELECT key, owner, latest_session_id FROM session_keys"
+        f" WHERE key > {placeholder(1)}{owner} ORDER BY key LIMIT {placeholder(2)}) AS k"
+        " JOIN segments s ON s.key = k.key"
+        " GROUP BY k.key, k.owner, k.latest_session_id ORDER BY k.key"
+    )
 
 
-def list_keys_sql(owner_placeholder: str | None) -> str:
-    """Every key, most recently active first; with a placeholder (`?`, `$1`) for the
-    owner, only that owner's keys."""
-    where = "" if owner_placeholder is None else f" WHERE k.owner = {owner_placeholder}"
-    return _SELECT + where + _ORDER
+def after_storage_id(after: KeyRef | None) -> str:
+    """Where a listing starts: every storage id sorts after the empty string."""
+    return "" if after is None else after.storage_id
 
 
 def key_summary(row: Row, last_activity_at: datetime) -> KeySummary:

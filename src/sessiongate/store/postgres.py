@@ -25,6 +25,7 @@ from sessiongate.core.segments import (
 )
 from sessiongate.errors import KeyExists, SegmentNotFound, SessionNotFound
 from sessiongate.store.exchange import ChainRecords
+from sessiongate.store.postgres_caps import check_key_cap, check_segment_cap
 from sessiongate.store.postgres_events import notify_key_changed
 from sessiongate.store.postgres_import import replay_chain
 from sessiongate.store.postgres_reads import PostgresReads
@@ -52,13 +53,14 @@ class PostgresStore(PostgresReads):
     event loop that will use it (asyncpg's connections belong to one loop)."""
 
     async def create_key(
-        self, key: KeyRef, session_id: str, now: datetime
+        self, key: KeyRef, session_id: str, now: datetime, *, max_keys: int | None = None
     ) -> tuple[SessionKeyRecord, Segment]:
         stored = key.storage_id
         at = utc(now)
         async with self.transaction(key=key) as db:
             if await db.fetchval("SELECT 1 FROM session_keys WHERE key = $1", stored):
                 raise KeyExists(f"session key {key.name!r} already exists")
+            await check_key_cap(db, key.owner, max_keys)
             await insert_segment(db, session_id, stored, at, (), (), None)
             row = await db.fetchrow(
                 "INSERT INTO session_keys (key, owner, latest_session_id, created_at)"
@@ -84,6 +86,7 @@ class PostgresStore(PostgresReads):
         deciding_model: str | None = None,
         continues: Sequence[str] = (),
         extra_parents: Sequence[str] = (),
+        max_segments: int | None = None,
     ) -> tuple[Segment, RotationRecord]:
         stored = key.storage_id
         at = utc(now)
@@ -98,7 +101,8 @@ class PostgresStore(PostgresReads):
             in_place=False,
         )
         async with self.transaction() as db:
-            await check_latest(db, key, expected_latest)
+            await check_latest(db, key, expected_latest)  # holds the key's row lock
+            await check_segment_cap(db, key, max_segments)
             parents = (expected_latest, *extra_parents)
             await db.execute(
                 "UPDATE segments SET archived_at = $1 WHERE session_id = $2", at, expected_latest
@@ -222,10 +226,14 @@ class PostgresStore(PostgresReads):
         )
 
     async def import_chain(
-        self, records: ChainRecords, new_session_id: Callable[[], str]
+        self,
+        records: ChainRecords,
+        new_session_id: Callable[[], str],
+        *,
+        max_keys: int | None = None,
     ) -> ChainRecords:
         key = records.key.ref
         async with self.transaction(key=key) as db:
-            written = await replay_chain(db, records, new_session_id)
+            written = await replay_chain(db, records, new_session_id, max_keys=max_keys)
             await notify_key_changed(db, key.storage_id)
         return written

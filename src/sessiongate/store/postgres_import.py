@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sessiongate.core.segments import Message, Segment
 from sessiongate.errors import KeyExists
 from sessiongate.store.exchange import ChainRecords, remap_session_ids
+from sessiongate.store.postgres_caps import check_key_cap
 from sessiongate.store.postgres_rows import dumps, insert_rotation, insert_segment, utc
 
 if TYPE_CHECKING:
@@ -16,7 +17,11 @@ if TYPE_CHECKING:
 
 
 async def replay_chain(
-    db: Connection, records: ChainRecords, new_session_id: Callable[[], str]
+    db: Connection,
+    records: ChainRecords,
+    new_session_id: Callable[[], str],
+    *,
+    max_keys: int | None = None,
 ) -> ChainRecords:
     """Insert a validated chain and return it as written (segment ids already in use get
     fresh ones); the caller owns the transaction."""
@@ -24,6 +29,7 @@ async def replay_chain(
     stored = k.ref.storage_id
     if await db.fetchval("SELECT 1 FROM session_keys WHERE key = $1", stored):
         raise KeyExists(f"session key {k.key!r} already exists")
+    await check_key_cap(db, k.owner, max_keys)
     taken = await db.fetch(
         "SELECT session_id FROM segments WHERE session_id = ANY ($1::text[])",
         [s.session_id for s in records.segments],

@@ -18,7 +18,7 @@ from sessiongate.core.segments import (
     SessionKeyRecord,
 )
 from sessiongate.errors import SegmentNotFound, SessionNotFound
-from sessiongate.store.key_listing import key_summary, list_keys_sql
+from sessiongate.store.key_listing import after_storage_id, key_summary, list_keys_sql
 from sessiongate.store.postgres_connection import PostgresConnection
 from sessiongate.store.postgres_rows import (
     KEY_COLUMNS,
@@ -144,9 +144,12 @@ class PostgresReads(PostgresConnection):
             for r in rows
         ]
 
-    async def list_keys(self, owner: str | None = None) -> list[KeySummary]:
-        params = () if owner is None else (owner,)
-        rows = await self.pool.fetch(list_keys_sql(None if owner is None else "$1"), *params)
+    async def list_keys(
+        self, owner: str | None = None, *, after: KeyRef | None = None, limit: int | None = None
+    ) -> list[KeySummary]:
+        sql = list_keys_sql(lambda n: f"${n}", by_owner=owner is not None)
+        params: tuple[object, ...] = (after_storage_id(after), limit)  # LIMIT NULL: all
+        rows = await self.pool.fetch(sql, *(params if owner is None else (*params, owner)))
         return [key_summary(r, r[5]) for r in rows]
 
     async def count_keys(self) -> int:

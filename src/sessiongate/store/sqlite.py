@@ -31,6 +31,7 @@ from sessiongate.errors import (
 from sessiongate.store.exchange import ChainRecords
 from sessiongate.store.migrations import apply_sqlite_migrations
 from sessiongate.store.private_files import prepare_private_database
+from sessiongate.store.sqlite_caps import check_key_cap, check_segment_cap
 from sessiongate.store.sqlite_checkpoint import WAL_SIZE_LIMIT_BYTES, WalCheckpointer
 from sessiongate.store.sqlite_import import replay_chain
 from sessiongate.store.sqlite_reads import SQLiteReads
@@ -108,13 +109,14 @@ class SQLiteStore(SQLiteReads):
     # -- writes -----------------------------------------------------------------
 
     async def create_key(
-        self, key: KeyRef, session_id: str, now: datetime
+        self, key: KeyRef, session_id: str, now: datetime, *, max_keys: int | None = None
     ) -> tuple[SessionKeyRecord, Segment]:
         at = to_micros(now)
         stored = key.storage_id
         with self.transaction() as db:
             if db.execute("SELECT 1 FROM session_keys WHERE key = ?", (stored,)).fetchone():
                 raise KeyExists(f"session key {key.name!r} already exists")
+            check_key_cap(db, key.owner, max_keys)
             insert_segment(db, session_id, stored, at, (), (), None)
             db.execute(
                 "INSERT INTO session_keys (key, owner, latest_session_id, created_at)"
@@ -138,11 +140,13 @@ class SQLiteStore(SQLiteReads):
         deciding_model: str | None = None,
         continues: Sequence[str] = (),
         extra_parents: Sequence[str] = (),
+        max_segments: int | None = None,
     ) -> tuple[Segment, RotationRecord]:
         at = to_micros(now)
         stored = key.storage_id
         with self.transaction() as db:
             check_latest(db, key, expected_latest)
+            check_segment_cap(db, key, max_segments)
             parents = (expected_latest, *extra_parents)
             db.execute(
                 "UPDATE segments SET archived_at = ? WHERE session_id = ?",
@@ -271,10 +275,14 @@ class SQLiteStore(SQLiteReads):
         return ChainRecords(record, segments, messages, rotations)
 
     async def import_chain(
-        self, records: ChainRecords, new_session_id: Callable[[], str]
+        self,
+        records: ChainRecords,
+        new_session_id: Callable[[], str],
+        *,
+        max_keys: int | None = None,
     ) -> ChainRecords:
         with self.transaction() as db:
-            return replay_chain(db, records, new_session_id)
+            return replay_chain(db, records, new_session_id, max_keys=max_keys)
 
     async def integrity_check(self) -> str:
         row = self._conn.execute("PRAGMA integrity_check").fetchone()

@@ -9,11 +9,16 @@ from collections.abc import Callable
 from sessiongate.core.segments import Message, Segment
 from sessiongate.errors import KeyExists
 from sessiongate.store.exchange import ChainRecords, remap_session_ids
+from sessiongate.store.sqlite_caps import check_key_cap
 from sessiongate.store.sqlite_rows import dumps, insert_rotation, insert_segment, to_micros
 
 
 def replay_chain(
-    db: sqlite3.Connection, records: ChainRecords, new_session_id: Callable[[], str]
+    db: sqlite3.Connection,
+    records: ChainRecords,
+    new_session_id: Callable[[], str],
+    *,
+    max_keys: int | None = None,
 ) -> ChainRecords:
     """Insert a validated chain and return it as written (segment ids already in use get
     fresh ones); the caller owns the transaction."""
@@ -21,6 +26,7 @@ def replay_chain(
     stored = k.ref.storage_id
     if db.execute("SELECT 1 FROM session_keys WHERE key = ?", (stored,)).fetchone():
         raise KeyExists(f"session key {k.key!r} already exists")
+    check_key_cap(db, k.owner, max_keys)
     taken = {
         row[0]
         for row in db.execute(

@@ -19,7 +19,7 @@ from sessiongate.core.segments import (
     SessionKeyRecord,
 )
 from sessiongate.errors import SegmentNotFound, SessionNotFound
-from sessiongate.store.key_listing import key_summary, list_keys_sql
+from sessiongate.store.key_listing import after_storage_id, key_summary, list_keys_sql
 from sessiongate.store.recall import recall_fragment, recall_words
 from sessiongate.store.sqlite_rows import (
     MESSAGE_COLUMNS,
@@ -151,9 +151,12 @@ class SQLiteReads:
             for r in rows
         ]
 
-    async def list_keys(self, owner: str | None = None) -> list[KeySummary]:
-        params = () if owner is None else (owner,)
-        rows = self._conn.execute(list_keys_sql(None if owner is None else "?"), params)
+    async def list_keys(
+        self, owner: str | None = None, *, after: KeyRef | None = None, limit: int | None = None
+    ) -> list[KeySummary]:
+        sql = list_keys_sql(lambda n: f"?{n}", by_owner=owner is not None)
+        params: tuple[object, ...] = (after_storage_id(after), -1 if limit is None else limit)
+        rows = self._conn.execute(sql, params if owner is None else (*params, owner))
         return [key_summary(r, from_micros(r[5])) for r in rows]
 
     async def count_keys(self) -> int:
