@@ -51,6 +51,14 @@ class LimitsConfig(Section):
     #: model step are answered the same way (agents/tool_steps.py).
     max_tool_argument_chars: int = Field(100_000, ge=1_000, le=10_000_000)
     max_tool_calls_per_step: int = Field(32, ge=1, le=1_000)
+    #: Session keys one user may own, and segments one key may hold: one more (a turn on
+    #: a new key, a rotation, an import) is refused with 409 `key_limit_reached` /
+    #: `segment_limit_reached` and nothing is stored (core/session_caps.py).
+    max_keys_per_user: int = Field(1000, ge=1, le=10_000_000)
+    max_segments_per_key: int = Field(10_000, ge=1, le=10_000_000)
+    #: The body of `POST /v1/import` (an export file), read as it arrives, in place of
+    #: max_body_bytes: over it → 413 `payload_too_large`.
+    max_import_bytes: int = Field(64 * 1_048_576, ge=1024, le=4 * 1_073_741_824)
 
     @property
     def ws_transport_max_bytes(self) -> int:

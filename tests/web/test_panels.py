@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from playwright.async_api import Page, expect
 
+from sessiongate.core.keys import KeyRef
 from sessiongate.models.base import NO_OPTIONS, ModelChunk, ModelOptions, TextDelta, Usage
 from sessiongate.models.base import WireMessage as Wire
-from tests.support.gateway import Gateway
+from tests.support.gateway import Gateway, run_sync
 from tests.web.browser import (
     PacedModel,
     call,
@@ -238,3 +240,24 @@ async def test_revert_a_semantic_rotation_from_the_page(tmp_path: Path) -> None:
             dialog = page.get_by_role("dialog")
             await expect(dialog).to_contain_text("sourdough")
             await expect(dialog).to_contain_text("kubernetes")
+
+
+async def test_the_session_list_holds_keys_past_the_listings_first_page(tmp_path: Path) -> None:
+    """GET /v1/sessions answers at most 1000 keys a page: the page follows next_cursor,
+    so a key sorting after the first page is listed too, and (being the most recently
+    active) is the one a fresh sign-in continues."""
+    with gateway(tmp_path, echo_model()) as gw:
+        store, ids = gw.engine.store, gw.engine.sessions.ids
+        earlier = datetime.now(UTC) - timedelta(days=1)
+
+        async def fill() -> None:
+            for n in range(1001):
+                await store.create_key(KeyRef("alice", f"k{n:04d}"), ids.new(), earlier)
+            await store.create_key(KeyRef("alice", "zz-latest"), ids.new(), datetime.now(UTC))
+
+        run_sync(fill())
+        async with chromium() as browser, new_page(browser) as page:
+            await sign_in(page, gw.url, gw.keys["alice"])
+            sessions = page.get_by_role("navigation", name="Sessions")
+            await expect(sessions.locator("button.session")).to_have_count(1002)
+            await expect(page.locator("#conversation-title")).to_have_text("zz-latest")

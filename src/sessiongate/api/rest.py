@@ -8,6 +8,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from sessiongate.api.auth import CurrentUser, caller_for, routes_of
+from sessiongate.api.limits import import_lines
 from sessiongate.api.schemas import (
     AttachmentBody,
     ChatBody,
@@ -182,8 +183,18 @@ async def recall(
 
 
 @router.get("/sessions")
-async def list_sessions(user: CurrentUser, request: Request) -> dict[str, Any]:
-    keys = await engine_of(request).sessions.list_keys(caller_for(user))
+async def list_sessions(
+    user: CurrentUser,
+    request: Request,
+    cursor: Annotated[str | None, Query()] = None,
+    limit: Annotated[str | None, Query(description="1 to 1000 keys; 100 by default")] = None,
+    owner: Owner = None,
+) -> dict[str, Any]:
+    """A page of the caller's keys (an admin's: everyone's, or `owner`'s), by owner then
+    name; `next_cursor` continues it (null on the last page)."""
+    page = await engine_of(request).sessions.list_page(
+        caller_for(user), owner=owner, cursor=cursor, limit=limit
+    )
     return {
         "sessions": [
             {
@@ -194,8 +205,9 @@ async def list_sessions(user: CurrentUser, request: Request) -> dict[str, Any]:
                 "message_count": k.message_count,
                 "last_activity_at": iso(k.last_activity_at),
             }
-            for k in keys
-        ]
+            for k in page.keys
+        ],
+        "next_cursor": page.next_cursor,
     }
 
 
@@ -286,11 +298,17 @@ async def import_session(
 ) -> JSONResponse:
     """Into the caller's namespace, under the file's key name or `?key=`. Over the API
     nobody imports into another user's namespace (`?owner=` naming someone else is 403);
-    the operator's `sessiongate sessions import --owner` can."""
-    body = await request.body()
-    record = await engine_of(request).sessions.import_chain(
-        body.split(b"\n"), caller_for(user), key=key, owner=owner
+    the operator's `sessiongate sessions import --owner` can. The body is read as it
+    arrives, within `[limits] max_import_bytes` (not max_body_bytes: exports are large)."""
+    engine = engine_of(request)
+    lines = import_lines(
+        request.headers.get("content-length"),
+        request.stream(),
+        engine.settings.limits.max_import_bytes,
     )
+    # Over the limit → BodyTooLarge (413) as soon as it is known; the server discards
+    # the rest of the body as it arrives, so the client reads the answer, not a reset.
+    record = await engine.sessions.import_chain(lines, caller_for(user), key=key, owner=owner)
     return JSONResponse(
         {"key": record.key, "owner": record.owner, "latest_session_id": record.latest_session_id},
         status_code=201,

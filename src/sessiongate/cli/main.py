@@ -33,6 +33,7 @@ from sessiongate.errors import ConfigError, InvalidInput, SessionNotFound
 if TYPE_CHECKING:
     # The engine and the services are imported by the commands that use them, so
     # `sessiongate --help` and the user commands start at once.
+    from sessiongate.core.segments import KeySummary
     from sessiongate.service.engine import Engine
     from sessiongate.service.sessions import ChainView
     from sessiongate.service.users import UserService
@@ -263,10 +264,20 @@ def resolved_database(settings: Settings) -> str:
     return f"sqlite:///{shown} (SQLite)"
 
 
+ListOwnerOption = Annotated[
+    str | None, typer.Option("--owner", help="Only this user's keys (default: every user's).")
+]
+
+
 @sessions_app.command("list")
-def sessions_list(config: ConfigOption = None) -> None:
-    """Every session key: latest segment, segment and message counts, last activity."""
-    keys = with_engine(config, lambda e: e.sessions.list_keys(OPERATOR))
+def sessions_list(config: ConfigOption = None, owner: ListOwnerOption = None) -> None:
+    """Every session key (read page by page, by owner then name): latest segment, segment
+    and message counts, last activity."""
+
+    async def every_key(engine: Engine) -> list[KeySummary]:
+        return [k async for k in engine.sessions.every_key(OPERATOR, owner=owner)]
+
+    keys = with_engine(config, every_key)
     columns = ("key", "owner", "latest session_id", "segments", "messages", "last activity")
     rows = [
         (
@@ -296,7 +307,7 @@ async def _owner_of(engine: Engine, key: str, owner: str | None) -> str:
     user holding a key of that name is taken."""
     if owner is not None:
         return owner
-    owners = sorted(k.owner for k in await engine.sessions.list_keys(OPERATOR) if k.key == key)
+    owners = sorted([k.owner async for k in engine.sessions.every_key(OPERATOR) if k.key == key])
     if len(owners) == 1:
         return owners[0]
     if not owners:

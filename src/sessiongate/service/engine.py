@@ -18,6 +18,7 @@ from sessiongate.config_models import ModelConfig
 from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.control import BUILTIN_JUDGE, LexicalTopicJudge, TopicJudge
 from sessiongate.core.ids import IdGenerator
+from sessiongate.core.session_caps import SessionCaps
 from sessiongate.errors import ConfigError
 from sessiongate.models.base import ReplyModel
 from sessiongate.models.judge import ModelTopicJudge
@@ -185,6 +186,7 @@ def build_engine(
         locks,
         max_content_chars=settings.limits.max_content_chars,
         override_targets=OverrideTargets(registry, judges),
+        caps=SessionCaps(settings.limits.max_keys_per_user, settings.limits.max_segments_per_key),
     )
     check_agents(agents, registry)
     tools = ToolRegistry()

@@ -6,13 +6,21 @@ with a turn on the same key.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sessiongate.core.clock import Clock
 from sessiongate.core.ids import IdGenerator, is_session_id
+from sessiongate.core.key_pages import MAX_PAGE as MAX_KEY_PAGE
+from sessiongate.core.key_pages import (
+    KeyPage,
+    decode_cursor,
+    listing_owner,
+    page_of,
+    page_size,
+)
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.rotation import ActionKind, LifecycleAction, LifecyclePolicy, manual_action
 from sessiongate.core.segments import (
@@ -26,6 +34,7 @@ from sessiongate.core.segments import (
     Segment,
     SessionKeyRecord,
 )
+from sessiongate.core.session_caps import SessionCaps
 from sessiongate.core.users import Caller
 from sessiongate.errors import (
     InvalidInput,
@@ -41,7 +50,7 @@ from sessiongate.service.overrides import (
     validate_overrides,
 )
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
-from sessiongate.service.session_exchange import export_lines, import_records
+from sessiongate.service.session_exchange import ChainExchange
 from sessiongate.service.thread_cache import ThreadCache
 from sessiongate.store.base import Store
 from sessiongate.store.locks import KeyLocks
@@ -64,7 +73,7 @@ class ChainView:
     rotations: list[RotationRecord]
 
 
-class SessionService:
+class SessionService(ChainExchange):
     def __init__(
         self,
         store: Store,
@@ -74,6 +83,7 @@ class SessionService:
         locks: KeyLocks,
         max_content_chars: int = 100_000,
         override_targets: OverrideTargets | None = None,
+        caps: SessionCaps | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -82,6 +92,9 @@ class SessionService:
         self.locks = locks
         self.max_content_chars = max_content_chars
         self.override_targets = override_targets or OverrideTargets()
+        #: `[limits] max_keys_per_user` and `max_segments_per_key`, enforced by the store
+        #: in the transaction that would pass them (core/session_caps.py).
+        self.caps = caps or SessionCaps()
         self.threads = ThreadCache()
         store.on_key_changed(self._key_changed_elsewhere)
         self._listeners: list[RotationListener] = []
@@ -163,8 +176,13 @@ class SessionService:
         """Resolve a key for writing, creating it (with its first segment) when new."""
         record = await self.store.get_key(ref)
         if record is None:
-            return await self.store.create_key(ref, self.ids.new(), self.clock.now())
+            return await self._create_key(ref)
         return record, await self.store.latest_segment(ref)
+
+    async def _create_key(self, ref: KeyRef) -> tuple[SessionKeyRecord, Segment]:
+        return await self.store.create_key(
+            ref, self.ids.new(), self.clock.now(), max_keys=self.caps.max_keys_per_user
+        )
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -185,6 +203,7 @@ class SessionService:
                 now=now,
                 confidence=action.confidence,
                 deciding_model=action.deciding_model,
+                max_segments=self.caps.max_segments_per_key,
             )
         self._announce(record)
         return new_segment, record
@@ -195,7 +214,7 @@ class SessionService:
         async with self.locks.hold(ref):
             record = await self.store.get_key(ref)
             if record is None:
-                _, segment = await self.store.create_key(ref, self.ids.new(), self.clock.now())
+                _, segment = await self._create_key(ref)
                 return segment, None
             segment = await self.store.latest_segment(ref)
             action = manual_action(self.policy_for(record))
@@ -227,6 +246,7 @@ class SessionService:
                 now=self.clock.now(),
                 continues=(last.from_session_id, last.to_session_id),
                 extra_parents=(last.from_session_id,),
+                max_segments=self.caps.max_segments_per_key,
             )
             self._announce(record)
             return new_segment, record
@@ -261,8 +281,34 @@ class SessionService:
         """How many keys exist, all owners together (seed 001's health counts)."""
         return await self.store.count_keys()
 
-    async def list_keys(self, caller: Caller) -> list[KeySummary]:
-        return await self.store.list_keys(None if caller.admin else caller.name)
+    async def list_page(
+        self,
+        caller: Caller,
+        *,
+        owner: str | None = None,
+        cursor: str | None = None,
+        limit: int | str | None = None,
+    ) -> KeyPage:
+        """One page of the caller's keys (an admin's: everyone's, or `owner`'s), in the
+        stable order of core/key_pages.py; `cursor` is the previous page's next_cursor."""
+        size = page_size(limit)
+        scope = listing_owner(caller, owner)
+        after = None if cursor is None else decode_cursor(cursor, scope)
+        fetched = await self.store.list_keys(scope, after=after, limit=size + 1)
+        return page_of(scope, fetched, size)
+
+    async def every_key(
+        self, caller: Caller, *, owner: str | None = None
+    ) -> AsyncIterator[KeySummary]:
+        """Every key `list_page` would list, page after page (the CLI)."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_page(caller, owner=owner, cursor=cursor, limit=MAX_KEY_PAGE)
+            for summary in page.keys:
+                yield summary
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     async def show(self, key: str, caller: Caller, *, owner: str | None = None) -> ChainView:
         ref = caller.key(key, owner=owner)
@@ -308,60 +354,7 @@ class SessionService:
             raise SegmentNotFound(f"no segment {session_id} under {key!r}")
         return await self.store.list_messages(session_id, after_seq=after, limit=limit)
 
-    # -- exchange and erasure ---------------------------------------------------
-
-    async def export(self, key: str, caller: Caller, *, owner: str | None = None) -> list[str]:
-        """The whole export in memory (the CLI and tests); the API streams it."""
-        return [line async for line in await self.export_stream(key, caller, owner=owner)]
-
-    async def export_stream(
-        self, key: str, caller: Caller, *, owner: str | None = None
-    ) -> AsyncIterator[str]:
-        """The key's chain as JSON Lines, read page by page: memory stays flat however
-        long the conversation. Refusals (404, 403) are raised here, before the first line.
-
-        The snapshot is the key row, its segments and its rotation log, read under the
-        key's lock (no turn or rotation can fall between them); messages are append-only,
-        so each segment's first `message_count` messages, read later, are exactly the ones
-        the snapshot saw."""
-        ref = caller.key(key, owner=owner)
-        async with self.locks.hold(ref):
-            record = await self.existing(ref)
-            segments = await self.store.chain(ref)
-            rotations = await self.store.rotations(ref)
-        return export_lines(self.store, ref, record, segments, rotations)
-
-    async def import_chain(
-        self,
-        lines: Iterable[str | bytes],
-        caller: Caller,
-        *,
-        key: str | None = None,
-        owner: str | None = None,
-        operator: bool = False,
-    ) -> SessionKeyRecord:
-        """Validate the whole file, then write it in one transaction, into the caller's
-        namespace under the file's key name (or `key`). Segment ids already in use get
-        fresh ones; into an empty database the ids are kept.
-
-        `operator` (the CLI, run by whoever runs the gateway) may restore into any user's
-        namespace: `owner`, else the file's own owner. Over the API nobody writes into
-        another user's namespace, admins included."""
-        records = import_records(
-            lines,
-            caller,
-            key=key,
-            owner=owner,
-            operator=operator,
-            policy=self.policy,
-            override_targets=self.override_targets,
-            max_content_chars=self.max_content_chars,
-        )
-        target = records.key.ref
-        async with self.locks.hold(target):
-            self.threads.drop(target)
-            await self.store.import_chain(records, self.ids.new)
-        return await self.existing(target)
+    # -- erasure (export and import: service/session_exchange.py) --------------
 
     async def delete(self, key: str, caller: Caller, *, owner: str | None = None) -> None:
         ref = caller.key(key, owner=owner)

@@ -11,6 +11,7 @@ import { exportChain, showContext, showImport, showOverrides, showRecall } from 
 import {
   PAGE,
   filterSessions,
+  loadAllSessions,
   loadMessages,
   messageNodes,
   renderChain,
@@ -149,8 +150,7 @@ function renderChainList() {
 }
 
 async function loadSessions() {
-  const answer = await api.get("/v1/sessions");
-  state.sessions = answer.sessions;
+  state.sessions = await loadAllSessions(api);
   renderSessions();
 }
 

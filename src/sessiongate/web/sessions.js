@@ -7,6 +7,22 @@ import { learnSpokenReplies } from "./speech.js";
 import { reasonLabel, storedMessage } from "./turn.js";
 
 export const PAGE = 50;
+/** Keys per request when the page reads the whole key listing (the API's largest page). */
+export const KEY_PAGE = 1000;
+
+/** Every key of the caller: GET /v1/sessions page after page, following next_cursor
+ *  until the last page (the listing is paginated; one request shows only the first). */
+export async function loadAllSessions(api) {
+  const sessions = [];
+  let cursor = null;
+  do {
+    const query = cursor ? `&cursor=${enc(cursor)}` : "";
+    const answer = await api.get(`/v1/sessions?limit=${KEY_PAGE}${query}`);
+    sessions.push(...answer.sessions);
+    cursor = answer.next_cursor ?? null;
+  } while (cursor);
+  return sessions;
+}
 
 /** Keys whose name contains every word of the query, newest activity first. */
 export function filterSessions(sessions, query) {
