@@ -250,6 +250,10 @@ def test_list_shows_only_own_keys_unless_admin(gw: Gateway, client: httpx.Client
         s["key"] for s in client.get("/v1/sessions", headers=gw.auth("root")).json()["sessions"]
     }
     assert {"own:bob", "chat:bob"} <= admin
+    # One page holds them all: the listing says there is no next one.
+    assert client.get("/v1/sessions", headers=gw.auth("bob")).json()["next_cursor"] is None
+    one = client.get("/v1/sessions", params={"limit": 1}, headers=gw.auth("root")).json()
+    assert len(one["sessions"]) == 1 and isinstance(one["next_cursor"], str)
 
 
 # -- bad input ------------------------------------------------------------------------

@@ -173,6 +173,46 @@ def test_sessions_list_never_cuts_keys_when_not_a_terminal(tmp_path: Path) -> No
     assert row.split("\t")[:2] == [long_key, "alice"]
 
 
+def test_sessions_list_reads_every_page_and_filters_by_owner(tmp_path: Path) -> None:
+    """The listing is paginated (at most 1000 keys a page): the command reads every page,
+    so nothing past the first is silently left out."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from sessiongate.config import Settings
+    from sessiongate.core.keys import KeyRef
+    from sessiongate.service.engine import build_engine
+
+    async def make_keys() -> None:
+        engine = build_engine(Settings(data_dir=tmp_path))
+        try:
+            now = datetime.now(UTC)
+            for n in range(1001):
+                await engine.store.create_key(
+                    KeyRef("alice", f"k{n:04d}"), engine.sessions.ids.new(), now
+                )
+            for name in ("only-bob", "zz-last"):
+                await engine.store.create_key(KeyRef("bob", name), engine.sessions.ids.new(), now)
+        finally:
+            await engine.aclose()
+
+    asyncio.run(make_keys())
+    config = tmp_path / "sg.toml"
+    config.write_text(f'data_dir = "{tmp_path}"\n', encoding="utf-8")
+    listed = run("sessions", "list", "--config", str(config), cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split("\t")[:2] for line in listed.stdout.splitlines()[1:]]
+    assert len(rows) == 1003 and rows[-1] == ["zz-last", "bob"]
+    bobs = run("sessions", "list", "--owner", "bob", "--config", str(config), cwd=tmp_path)
+    assert [line.split("\t")[:2] for line in bobs.stdout.splitlines()[1:]] == [
+        ["only-bob", "bob"],
+        ["zz-last", "bob"],
+    ]
+    # A key named without --owner is found among every page's keys.
+    shown = run("sessions", "show", "zz-last", "--config", str(config), cwd=tmp_path)
+    assert shown.returncode == 0 and "owned by bob" in shown.stdout
+
+
 def test_config_check_shows_the_resolved_database(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

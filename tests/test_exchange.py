@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 import pytest
 
+from sessiongate.api.limits import BodyTooLarge, import_lines
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import ImportFormatError, KeyExists
 from sessiongate.service import session_exchange
 from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
+from sessiongate.store.exchange import MAX_LINE_BYTES
 from sessiongate.store.export_format import export_lines
 from sessiongate.store.sqlite import SQLiteStore
 from tests.conftest import ALICE
@@ -112,6 +114,46 @@ async def test_invalid_utf8_line_is_rejected(engine: Engine, clock: ManualClock)
         await engine.sessions.import_chain(lines, ALICE)
     assert info.value.line == 3
     assert await engine.store.get_key(REF) is None
+
+
+async def test_an_import_read_from_a_request_body_as_it_arrives_round_trips(
+    engine: Engine, clock: ManualClock
+) -> None:
+    """The API's path: the body's chunks, split into lines as they come (lines cut across
+    chunks, CRLF endings), parsed one at a time; too long a line is refused by number."""
+    lines = await build_history(engine, clock)
+    await engine.sessions.delete(KEY, ALICE)
+    body = "\r\n".join(lines).encode()
+
+    async def chunks(size: int) -> AsyncIterator[bytes]:
+        for start in range(0, len(body), size):
+            yield body[start : start + size]
+
+    record = await engine.sessions.import_chain(
+        import_lines(None, chunks(7), 10 * len(body)), ALICE
+    )
+    assert record.key == KEY
+    assert list(await engine.sessions.export(KEY, ALICE)) == lines
+    with pytest.raises(BodyTooLarge):
+        await engine.sessions.import_chain(
+            import_lines(None, chunks(64), len(body) - 1), ALICE, key="copy"
+        )
+    with pytest.raises(BodyTooLarge):  # announced too large: refused before reading
+        await engine.sessions.import_chain(
+            import_lines(str(len(body)), chunks(64), len(body) - 1), ALICE, key="copy"
+        )
+    assert await engine.store.get_key(KeyRef("alice", "copy")) is None
+
+    async def one_long_line() -> AsyncIterator[bytes]:
+        yield lines[0].encode() + b"\n"
+        for _ in range(MAX_LINE_BYTES // 65536 + 2):
+            yield b"x" * 65536  # never a newline: refused once past the line limit
+
+    with pytest.raises(ImportFormatError) as info:
+        await engine.sessions.import_chain(
+            import_lines(None, one_long_line(), 64 * MAX_LINE_BYTES), ALICE, key="copy"
+        )
+    assert info.value.line == 2 and "too long" in info.value.message
 
 
 async def test_a_streamed_export_pages_through_messages_and_equals_the_whole_one(
