@@ -42,13 +42,16 @@ class SegmentLimitReached(Conflict):
     code = "segment_limit_reached"
 
     def __init__(self, key: str, max_segments: int, *, importing: int | None = None) -> None:
-        held = f"the file holds {importing} segments" if importing is not None else None
-        has = held or f"session key {key!r} has {max_segments} segments"
-        super().__init__(
-            f"{has}, the most one key may hold ([limits] max_segments_per_key ="
-            f" {max_segments}); nothing was stored. Export and erase the key, or continue"
-            " on another key"
-        )
+        limit = f"([limits] max_segments_per_key = {max_segments}); nothing was stored"
+        if importing is None:
+            super().__init__(
+                f"session key {key!r} has {max_segments} segments, the most one key may hold"
+                f" {limit}. Export and erase the key, or continue on another key"
+            )
+        else:
+            super().__init__(
+                f"the file holds {importing} segments, more than one key may hold {limit}"
+            )
         self.max_segments = max_segments
 
 
