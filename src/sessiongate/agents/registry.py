@@ -7,6 +7,8 @@ The rules (DESIGN.md §7):
 - Arguments arrive as the model's JSON text. Text that is not a JSON object, or an object
   that does not match the tool's JSON Schema, is answered with an `error` result that
   says what is wrong, so the model can try again. So is an unknown or unoffered tool.
+  The schema is checked off the event loop at a bounded cost (core/tool_schema.py): a
+  schema the gateway cannot check safely in full is checked in part, never fatally.
 - A tool that raises, fails or runs past `tool_timeout` gives an `error` result; it never
   ends the turn.
 """
@@ -22,10 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from sessiongate.agents.tools import Tool, ToolContext, ToolFailed, ToolOutput, ToolSource
 from sessiongate.config_tools import TOOL_NAME
+from sessiongate.core.tool_schema import ArgumentCheck, basic_check, check_arguments
 from sessiongate.models.base import ToolSpec
 
 log = logging.getLogger("sessiongate.tools")
@@ -68,47 +69,58 @@ class InvalidArguments(Exception):
     pass
 
 
-#: Validators by the id of the schema they check (with the schema itself, so a recycled id
-#: is never trusted): building one costs more than validating, and a tool's schema object
-#: lives as long as its tool. Bounded, since an MCP server may send new lists forever.
-_VALIDATORS: dict[int, tuple[Mapping[str, Any], Any]] = {}
-_MAX_VALIDATORS = 512
+#: The longest one full schema check may take (in a worker thread) before the basic check
+#: stands in (core/tool_schema.py); the thread is waited for a little longer than that.
+SCHEMA_CHECK_BUDGET = 0.25
+_SCHEMA_CHECK_WAIT = SCHEMA_CHECK_BUDGET + 1.0
+#: Tools whose schema could only be checked in part, already logged (bounded).
+_LIMITED_LOGGED: set[tuple[str, str]] = set()
 
 
-def _validator(schema: Mapping[str, Any]) -> Any:
-    cached = _VALIDATORS.get(id(schema))
-    if cached is not None and cached[0] is schema:
-        return cached[1]
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    if len(_VALIDATORS) >= _MAX_VALIDATORS:
-        _VALIDATORS.pop(next(iter(_VALIDATORS)))
-    _VALIDATORS[id(schema)] = (schema, validator)
-    return validator
-
-
-def parse_arguments(raw: str, schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The model's argument text as a dict that matches `schema`, or InvalidArguments
-    with a message a model can act on."""
+def decode_arguments(raw: str) -> dict[str, Any]:
+    """The model's argument text as a dict, or InvalidArguments saying what is wrong."""
     try:
         value = json.loads(raw or "{}")
     except (json.JSONDecodeError, RecursionError) as exc:
         raise InvalidArguments(f"arguments are not valid JSON ({exc})") from None
     if not isinstance(value, dict):
         raise InvalidArguments("arguments must be a JSON object")
+    return value
+
+
+async def parse_arguments(raw: str, spec: ToolSpec) -> dict[str, Any]:
+    """The model's argument text as a dict that matches the tool's schema, or
+    InvalidArguments with a message a model can act on. The schema is checked in a
+    worker thread, at a bounded cost (core/tool_schema.py): a tool's schema may come from
+    an MCP server, and nothing it holds may stall the event loop or fail the turn."""
+    value = decode_arguments(raw)
+    schema = spec.parameters
     try:
-        validator = _validator(schema)
-        if validator.is_valid(value):  # the usual case: skip collecting errors
-            return value
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-    except jsonschema.exceptions.SchemaError:
-        # The tool's own schema is broken (a misbehaving MCP server): let the tool judge.
-        return value
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        async with asyncio.timeout(_SCHEMA_CHECK_WAIT):
+            check = await asyncio.to_thread(
+                check_arguments, schema, value, budget_seconds=SCHEMA_CHECK_BUDGET
+            )
+    except TimeoutError:  # a single step overran (the deadline is checked between steps)
+        check = ArgumentCheck(basic_check(schema, value), "the full check did not finish")
+    if check.limited is not None:
+        _log_limited(spec.name, check.limited)
+    if check.mismatch is not None:
         raise InvalidArguments(
-            f"arguments do not match the tool's schema at {where}: {error.message}"
+            f"arguments do not match the tool's schema at {check.mismatch.where}:"
+            f" {check.mismatch.message}"
         )
     return value
+
+
+def _log_limited(tool: str, why: str) -> None:
+    """Once per tool and reason: the operator should know a tool's schema is only partly
+    checked, without a line per call."""
+    if (tool, why) in _LIMITED_LOGGED:
+        return
+    if len(_LIMITED_LOGGED) >= 512:
+        _LIMITED_LOGGED.clear()
+    _LIMITED_LOGGED.add((tool, why))
+    log.warning("tool_schema_checked_in_part", extra={"tool": tool, "reason": why})
 
 
 class ToolRegistry:
@@ -127,27 +139,29 @@ class ToolRegistry:
             await source.start()
 
     async def aclose(self) -> None:
-        for source in self.sources:
+        """Close every source at once: each MCP server's close is bounded, but one after
+        another they would add up at shutdown."""
+
+        async def close(source: ToolSource) -> None:
             try:
                 await source.aclose()
             except Exception:  # one source failing to close must not keep others open
                 log.exception("tool_source_close_failed", extra={"source": source.name})
 
+        await asyncio.gather(*(close(source) for source in self.sources))
+
     async def all_tools(self, patterns: Sequence[str] | None = None) -> dict[str, Tool]:
         """Every tool, or only those of sources that could match `patterns` (an MCP
         server whose prefix no pattern can match is never asked, so never started)."""
+        wanted = [
+            source
+            for source in self.sources
+            if patterns is None or _source_may_match(source.name, patterns)
+        ]
+        # Together: a server that is slow to answer (or down) costs one wait, not one each.
+        listed = await asyncio.gather(*(_tools_of(source) for source in wanted))
         found: dict[str, Tool] = {}
-        for source in self.sources:
-            if patterns is not None and not _source_may_match(source.name, patterns):
-                continue
-            try:
-                tools = await source.tools()
-            except Exception as exc:  # an unreachable source offers nothing this turn
-                log.warning(
-                    "tool_source_unavailable",
-                    extra={"source": source.name, "error": type(exc).__name__},
-                )
-                continue
+        for source, tools in zip(wanted, listed, strict=True):
             for tool in tools:
                 name = tool.spec.name
                 if not TOOL_NAME.fullmatch(name):
@@ -206,7 +220,7 @@ class ToolRegistry:
             offered = ", ".join(tools) or "none"
             return done("error", f"error: no tool named {name!r} (offered: {offered})", None, None)
         try:
-            arguments = parse_arguments(raw_arguments, tool.spec.parameters)
+            arguments = await parse_arguments(raw_arguments, tool.spec)
         except InvalidArguments as exc:
             return done("error", f"error: {exc}", None, None)
         try:
@@ -226,6 +240,17 @@ class ToolRegistry:
             return done("error", f"error: the tool failed ({type(exc).__name__})", arguments, None)
         status = "error" if output.is_error else "ok"
         return done(status, output.content, arguments, output)
+
+
+async def _tools_of(source: ToolSource) -> Sequence[Tool]:
+    try:
+        return await source.tools()
+    except Exception as exc:  # an unreachable source offers nothing this turn
+        log.warning(
+            "tool_source_unavailable",
+            extra={"source": source.name, "error": type(exc).__name__, "reason": str(exc)[:500]},
+        )
+        return ()
 
 
 def _source_may_match(source: str, patterns: Sequence[str]) -> bool:

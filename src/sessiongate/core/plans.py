@@ -4,8 +4,9 @@ explainer's prompt. Pure.
 A plan is `{"plan": [{"step": 1, "tool": "notes_search", "tool_input": {...}},
 {"step": 2, "tool": null, "description": "Synthesize"}]}`. It is valid when it is one JSON
 object (a code fence around it is tolerated: models add them), every step names a known
-tool or null, every tool's input matches that tool's schema, steps are numbered 1..n in
-order, and there are at most `max_steps` of them.
+tool or null, every tool's input matches that tool's schema (checked as the registry
+checks a tool call's arguments: core/tool_schema.py), steps are numbered 1..n in order,
+and there are at most `max_steps` of them.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-
+from sessiongate.core.tool_schema import check_arguments
 from sessiongate.models.base import ToolSpec
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
@@ -91,15 +91,13 @@ def _parse_step(index: int, raw: object, tools: Mapping[str, ToolSpec]) -> PlanS
     tool_input = raw.get("tool_input", {})
     if not isinstance(tool_input, dict):
         raise InvalidPlan(f"{where}: tool_input must be an object")
-    schema = tools[tool].parameters
-    try:
-        validator = jsonschema.validators.validator_for(schema)(schema)
-        error = jsonschema.exceptions.best_match(validator.iter_errors(tool_input))
-    except jsonschema.exceptions.SchemaError:
-        error = None  # a tool with a broken schema judges its own input
-    if error is not None:
+    # The registry's checker (bounded cost, nothing fetched, never fatal); the caller
+    # runs parse_plan off the event loop.
+    mismatch = check_arguments(tools[tool].parameters, tool_input).mismatch
+    if mismatch is not None:
         raise InvalidPlan(
-            f"{where}: tool_input for {tool} does not match its schema: {error.message}"
+            f"{where}: tool_input for {tool} does not match its schema at {mismatch.where}:"
+            f" {mismatch.message}"
         )
     return PlanStep(index, tool, tool_input, description)
 
