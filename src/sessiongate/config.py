@@ -28,11 +28,11 @@ from sessiongate.config_retention import RetentionConfig
 from sessiongate.config_routing import ModeConfig, RouteConfig, SandboxConfig, check_routing
 from sessiongate.config_server import ServerConfig
 from sessiongate.config_tools import (
-    SERVER_NAME,
     McpServerConfig,
     NotesConfig,
     TasksConfig,
     ToolsConfig,
+    check_mcp_servers,
 )
 from sessiongate.config_voice import VoiceConfig, check_voices
 from sessiongate.errors import ConfigError
@@ -186,10 +186,5 @@ def cross_check(settings: Settings) -> list[str]:
     for name, agent in settings.agents.items():
         problems += check_handoff(name, agent.handoff, known)
     problems += check_voices(settings.voices, settings.modes, settings.agents, settings.models)
-    for server in settings.mcp:
-        if not SERVER_NAME.fullmatch(server):
-            problems.append(
-                f"mcp.{server}: a server name is 1-32 letters, digits or '-' (it prefixes"
-                " its tools as <server>__<tool>)"
-            )
+    problems += check_mcp_servers(settings.mcp)
     return problems

@@ -7,6 +7,7 @@ config_limits.py, …); `Settings` in config.py gathers them.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Literal
 
@@ -19,6 +20,11 @@ from sessiongate.config_handoff import VideoToolConfig
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 #: An MCP server's name becomes the `<server>__` prefix of its tools.
 SERVER_NAME = re.compile(r"^[a-zA-Z0-9-]{1,32}$")
+#: Names no MCP server may take, since its tools would pass for the gateway's own:
+#: `agent` (other agents are the `agent__<name>` tools) and the family of each built-in
+#: tool (`notes_search`, `tasks_add`, `weather_current`, `image_generate`,
+#: `video_generate`), whose globs (`notes_*`) would also match `<server>__<tool>`.
+RESERVED_SERVER_NAMES = frozenset({"agent", "notes", "tasks", "weather", "image", "video"})
 
 
 class McpServerConfig(Section):
@@ -40,6 +46,9 @@ class McpServerConfig(Section):
     connect_timeout: Duration = timedelta(seconds=20)
     #: Listing the server's tools.
     list_timeout: Duration = timedelta(seconds=20)
+    #: After the server failed to connect or to list its tools, for this long turns offer
+    #: nothing from it and wait for nothing, instead of trying again.
+    retry_backoff: Duration = timedelta(seconds=10)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -52,6 +61,24 @@ class McpServerConfig(Section):
     @field_serializer("env", "headers", when_used="json")
     def _mask(self, value: dict[str, str]) -> dict[str, str]:
         return {k: "********" if not v.startswith("${") else v for k, v in value.items()}
+
+
+def check_mcp_servers(servers: Mapping[str, McpServerConfig]) -> list[str]:
+    """Problems with the `[mcp.<server>]` names, one message each."""
+    problems = []
+    for server in servers:
+        if not SERVER_NAME.fullmatch(server):
+            problems.append(
+                f"mcp.{server}: a server name is 1-32 letters, digits or '-' (it prefixes"
+                " its tools as <server>__<tool>)"
+            )
+        elif server.lower() in RESERVED_SERVER_NAMES:
+            problems.append(
+                f"mcp.{server}: {server!r} is reserved: its tools, named {server}__<tool>,"
+                " would pass for the gateway's own (reserved:"
+                f" {', '.join(sorted(RESERVED_SERVER_NAMES))}); rename the server"
+            )
+    return problems
 
 
 class NotesConfig(Section):

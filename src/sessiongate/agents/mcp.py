@@ -8,16 +8,22 @@ name.
 The rules:
 - `start` spawns nothing: the session is opened at first use (the registry asking for
   the tools, or a call), once, under a lock, however many callers arrive together.
+  `aclose` ends the session and refuses new ones until `start` again: the CLI starts
+  and stops an engine on one event loop, then serves on another.
 - One long-lived session per server (agents/mcp_session.py owns it in a task of its own).
-- A call that finds the session gone (the process exited, the HTTP connection dropped,
-  the server forgot the session) reconnects once and retries the call once; if that
-  fails too, the model reads a ToolFailed saying so. A call that times out is not
-  retried (it may still be running); the next use pings the server first and reconnects
-  if the ping fails too.
+- A call is sent again only when the session failed before any answer to it: the
+  process exited, the connection closed, or the server said it forgot the session
+  (HTTP 404). It is sent once more, on a new session; if that fails too, the model
+  reads a ToolFailed saying so. An error the server answered with is never a reason to
+  send a call again (the call may have run).
+- A call that times out is not sent again (it may still be running), and the server is
+  not trusted any more: the session is abandoned (its process group killed) and the
+  next use connects anew. Calls still waiting on that session fail without a resend.
 - `notifications/tools/list_changed` marks the list stale; the next `tools()` relists.
-- A failed connect is remembered for `retry_backoff` seconds, during which `tools()`
-  fails at once instead of making every turn wait for a server that is down; a call
-  always tries.
+- A server that fails to connect or to list its tools is remembered for its
+  `retry_backoff` (10 s by default), during which `tools()` fails at once: a turn offers
+  nothing from it and waits for nothing. Callers that queued behind a failing connect
+  share its failure instead of each trying again; a call that comes later tries.
 """
 
 from __future__ import annotations
@@ -72,14 +78,13 @@ class McpTool:
 class McpToolSource:
     """The tools of one MCP server (see the module docstring for the rules)."""
 
-    #: Seconds during which `tools()` repeats a failed connect's error instead of trying.
-    retry_backoff: float = 10.0
-
     def __init__(self, name: str, config: McpServerConfig) -> None:
         self.server = name
         #: The registry's source name; it matches `<server>__*` patterns by this prefix.
         self.name = f"mcp:{name}"
         self.config = config
+        #: Seconds during which `tools()` repeats a failure instead of trying.
+        self.retry_backoff = config.retry_backoff.total_seconds()
         self._connection: McpConnection | None = None
         self._lock = asyncio.Lock()
         self._list_lock = asyncio.Lock()
@@ -94,15 +99,14 @@ class McpToolSource:
     # --- ToolSource ----------------------------------------------------------------
 
     async def start(self) -> None:
-        return None  # connected at first use: an unused server is never started
+        """Ready to connect at first use, on this event loop (also after an `aclose`).
+        Spawns nothing: an unused server is never started."""
+        self._lock = asyncio.Lock()
+        self._list_lock = asyncio.Lock()
+        self._closed = False
 
     async def tools(self) -> Sequence[Tool]:
-        if (
-            self._failed_at is not None
-            and (self._connection is None or not self._connection.usable)
-            and time.monotonic() - self._failed_at < self.retry_backoff
-        ):
-            raise ToolFailed(self._failure)
+        self._refuse_within_backoff()
         connection = await self._connected()
         if self._tools is None or self._stale:
             async with self._list_lock:
@@ -119,22 +123,32 @@ class McpToolSource:
 
     # --- the session -----------------------------------------------------------------
 
+    def _refuse_within_backoff(self, since: float | None = None) -> None:
+        """ToolFailed with the last failure while the back-off lasts (`since`: only when
+        that failure came after this moment)."""
+        failed_at = self._failed_at
+        if failed_at is None or time.monotonic() - failed_at >= self.retry_backoff:
+            return
+        if since is None or failed_at >= since:
+            raise ToolFailed(self._failure)
+
+    def _remember_failure(self, failure: str) -> None:
+        self._failed_at = time.monotonic()
+        self._failure = failure
+
     async def _connected(self) -> McpConnection:
         connection = self._connection
-        if connection is not None and connection.usable and not connection.suspect:
+        if connection is not None and connection.usable:
             return connection
+        arrived = time.monotonic()
         async with self._lock:
             if self._closed:
                 raise ToolFailed(f"the MCP server {self.server!r} is shut down")
             connection = self._connection
             if connection is not None and connection.usable:
-                if not connection.suspect:
-                    return connection
-                # The last call timed out: keep the session only if the server answers.
-                if await connection.alive():
-                    connection.suspect = False
-                    return connection
-                log.warning("mcp_server_unresponsive", extra={"server": self.server})
+                return connection
+            # A connect that failed while we waited for the lock was our attempt too.
+            self._refuse_within_backoff(since=arrived)
             if connection is not None:
                 self._connection = None
                 await connection.aclose()
@@ -142,8 +156,7 @@ class McpToolSource:
             try:
                 await connection.open()
             except ConnectFailed as exc:
-                self._failed_at = time.monotonic()
-                self._failure = f"the MCP server {self.server!r} is unavailable: {exc}"
+                self._remember_failure(f"the MCP server {self.server!r} is unavailable: {exc}")
                 log.warning("mcp_connect_failed", extra={"server": self.server, "error": str(exc)})
                 raise ToolFailed(self._failure) from None
             self._failed_at = None
@@ -153,13 +166,17 @@ class McpToolSource:
             log.info("mcp_connected", extra={"server": self.server})
             return connection
 
-    async def _discard(self, connection: McpConnection) -> None:
-        """Forget a session that failed; identity-guarded, so a caller that arrives late
-        never throws away the session another caller just opened."""
+    async def _discard(self, connection: McpConnection, *, abandon: str | None = None) -> None:
+        """Forget a session that failed (`abandon`: kill its server at once, saying why);
+        identity-guarded, so a caller that arrives late never throws away the session
+        another caller just opened."""
         async with self._lock:
             if self._connection is connection:
                 self._connection = None
-        await asyncio.shield(connection.aclose())
+        if abandon is not None:
+            await asyncio.shield(connection.abandon(abandon))
+        else:
+            await asyncio.shield(connection.aclose())
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -177,15 +194,18 @@ class McpToolSource:
             except Dropped as exc:
                 await self._discard(connection)
                 if attempt:
-                    raise ToolFailed(
-                        f"the MCP server {self.server!r} dropped the connection again: {exc}"
-                    ) from None
+                    failure = f"the MCP server {self.server!r} dropped the connection again: {exc}"
+                    self._remember_failure(failure)
+                    raise ToolFailed(failure) from None
                 connection = await self._connected()
             except (CallTimedOut, ServerError) as exc:
+                # A server that cannot list its tools offers nothing; one that hangs is
+                # ended. Either way later turns skip it until the back-off ends.
                 self._stale = True
-                raise ToolFailed(
-                    f"the MCP server {self.server!r} did not list its tools: {exc}"
-                ) from None
+                await self._discard(connection, abandon=f"listing failed: {exc}")
+                failure = f"the MCP server {self.server!r} did not list its tools: {exc}"
+                self._remember_failure(failure)
+                raise ToolFailed(failure) from None
         tools: list[McpTool] = []
         for tool in listed:
             name = prefixed_name(self.server, tool.name)
@@ -212,6 +232,11 @@ class McpToolSource:
                 result = await connection.call_tool(tool, arguments)
             except Dropped as exc:
                 await self._discard(connection)
+                if connection.abandoned is not None:
+                    raise ToolFailed(
+                        f"the MCP server {self.server!r} was restarted ({connection.abandoned})"
+                        f" before it answered; the call to {tool!r} was not completed"
+                    ) from None
                 if attempt:
                     raise ToolFailed(
                         f"the MCP server {self.server!r} failed again after a reconnect"
@@ -220,10 +245,16 @@ class McpToolSource:
                 log.warning("mcp_reconnecting", extra={"server": self.server, "error": str(exc)})
                 continue
             except CallTimedOut as exc:
+                # The server let a call hang: do not wait on it again (no health ping on
+                # a stuck session); the next use starts it anew.
+                log.warning("mcp_call_timed_out", extra={"server": self.server, "tool": tool})
+                await self._discard(connection, abandon=f"a call to {tool!r} hung")
                 raise ToolFailed(
                     f"the MCP server {self.server!r} did not answer the call to {tool!r}: {exc}"
                 ) from None
             except ServerError as exc:
+                if exc.session_doubtful:
+                    await self._discard(connection)  # the next call opens a new session
                 raise ToolFailed(
                     f"the MCP server {self.server!r} refused the call to {tool!r}: {exc}"
                 ) from None

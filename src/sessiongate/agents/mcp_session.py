@@ -10,7 +10,9 @@ to the owner task.
 
 A connection that dies (the server process exits, the HTTP server goes away) is never
 repaired in place: the caller classifies the failure (`Dropped`), throws the connection
-away and opens a new one (see agents/mcp.py for the reconnect rule).
+away and opens a new one (see agents/mcp.py for the reconnect rule). Stdio servers run
+through agents/mcp_stdio.py (their own process group, killed when the session ends);
+agents/mcp_tracking.py tells a request that got an answer from one that did not.
 """
 
 from __future__ import annotations
@@ -19,33 +21,33 @@ import asyncio
 import logging
 import os
 import re
-import threading
 from collections.abc import Mapping
-from contextlib import AsyncExitStack, suppress
-from typing import IO, Any
+from contextlib import AsyncExitStack
+from typing import Any
 
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError
+from mcp.client._transport import TransportStreams
 from mcp.client.session import MessageHandlerFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from sessiongate import __version__
+from sessiongate.agents.mcp_stdio import StdioProcess
+from sessiongate.agents.mcp_tracking import AnswerWatch, TrackedRequest
 from sessiongate.config_tools import McpServerConfig
 
 log = logging.getLogger("sessiongate.mcp")
 
 #: `${NAME}` anywhere in an `env` or `headers` value is read from the environment.
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-#: The longest wait for a connection's owner task to finish leaving its context managers
-#: (the SDK bounds its own stdio shutdown to a few seconds; this is the backstop).
-_CLOSE_LIMIT = 10.0
+#: How long a close waits for the owner task before cutting its goodbye short (a stdio
+#: server's grace is about 2 s; an HTTP server's DELETE may hang), and again after.
+_CLOSE_LIMIT = 5.0
 #: What is added to an SDK-side timeout before our own guard fires: the SDK's timeout is
 #: the one that also tells the server to stop, so it should normally win.
 _GUARD_SLACK = 2.0
-#: One stderr line of a stdio server, as logged.
-_STDERR_LINE_LIMIT = 2000
 
 
 class ConnectFailed(Exception):
@@ -53,8 +55,8 @@ class ConnectFailed(Exception):
 
 
 class Dropped(Exception):
-    """The session is gone (the process exited, the connection closed, the server forgot
-    the session): the caller may reconnect and retry."""
+    """The session is gone and the request got no answer (the process exited, the
+    connection closed, the server forgot the session): it may be sent again."""
 
 
 class CallTimedOut(Exception):
@@ -62,8 +64,14 @@ class CallTimedOut(Exception):
 
 
 class ServerError(Exception):
-    """The server answered a request with a JSON-RPC error while the session stays
-    healthy (bad arguments, an unknown tool): reported, never retried."""
+    """The server answered the request with an error (bad arguments, an unknown tool, any
+    JSON-RPC error): reported, never sent again, since the request may have run.
+    `session_doubtful`: an HTTP server refused it in a way that may mean it forgot the
+    session, so the next request had better open a new one."""
+
+    def __init__(self, message: str, *, session_doubtful: bool = False) -> None:
+        super().__init__(message)
+        self.session_doubtful = session_doubtful
 
 
 def resolve_references(values: Mapping[str, str], what: str) -> dict[str, str]:
@@ -106,7 +114,8 @@ def describe(exc: BaseException) -> str:
 
 class McpConnection:
     """One session with one server. `open` starts the owner task and returns once the
-    session is initialized (or raises ConnectFailed); `aclose` stops it and waits."""
+    session is initialized (or raises ConnectFailed); `aclose` stops it and waits;
+    `abandon` gives up on it (a hung call): the server is killed at once."""
 
     def __init__(
         self,
@@ -118,18 +127,29 @@ class McpConnection:
         self.config = config
         self._on_message = on_message
         self.session: ClientSession | None = None
+        self.watch = AnswerWatch()
+        #: Why the gateway gave up on this session (a call hung); None while it has not.
+        self.abandoned: str | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         #: Set when the owner task has left the session and the transport.
         self.closed = asyncio.Event()
         self._error: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
-        #: A call timed out: the server may be hung, so the next use pings it first.
-        self.suspect = False
+        self._process: StdioProcess | None = None
+        #: Cancelled by a close that comes while the handshake runs.
+        self._handshake: anyio.CancelScope | None = None
+        #: Everything the owner does; cancelled when a close overruns its limit.
+        self._owner_scope: anyio.CancelScope | None = None
 
     @property
     def usable(self) -> bool:
-        return self.session is not None and not self.closed.is_set()
+        return (
+            self.session is not None
+            and not self.closed.is_set()
+            and not self.watch.ended
+            and self.abandoned is None
+        )
 
     async def open(self) -> None:
         env = resolve_references(self.config.env, "env")
@@ -142,58 +162,65 @@ class McpConnection:
             async with asyncio.timeout(connect_s + _GUARD_SLACK):
                 await self._ready.wait()
         except TimeoutError:
-            await asyncio.shield(self.aclose())
+            await asyncio.shield(self._close(graceful=False))
             raise ConnectFailed(f"no answer to the handshake within {connect_s:g} s") from None
         except BaseException:  # the caller gave up: the owner must not outlive it
-            await asyncio.shield(self.aclose())
+            await asyncio.shield(self._close(graceful=False))
             raise
         if self._error is not None or self.session is None:
-            await asyncio.shield(self.aclose())
+            await asyncio.shield(self._close(graceful=False))
             raise ConnectFailed(describe(self._error or RuntimeError("no session")))
 
     async def aclose(self) -> None:
+        await self._close(graceful=self.abandoned is None)
+
+    async def abandon(self, why: str) -> None:
+        """Give up on this session: it is unusable from now on, and the server's process
+        group is killed without the grace period (a server that let a call hang is not
+        trusted to exit when asked)."""
+        self.abandoned = why
+        await self._close(graceful=False)
+
+    async def _close(self, *, graceful: bool) -> None:
         self._stop.set()
+        if not graceful and self._process is not None:
+            self._process.graceful = False
+        if self._handshake is not None:
+            self._handshake.cancel()  # still connecting: nothing to hand back
         task = self._task
-        if task is None or task.done():
+        if task is None:
             return
-        if not self._ready.is_set():
-            # Still connecting: nothing to hand back, so do not wait out the handshake.
-            # The SDK's stdio shutdown is shielded, so a spawned process is still ended.
-            task.cancel()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), _CLOSE_LIMIT)
-        except TimeoutError:
+        # Waited for, never cancelled natively: the owner's own ending kills the server.
+        done, _ = await asyncio.wait({task}, timeout=_CLOSE_LIMIT)
+        if not done and self._owner_scope is not None:
             log.warning("mcp_close_forced", extra={"server": self.server})
+            self._owner_scope.cancel()  # cut the transport's goodbye; its ending still runs
+            done, _ = await asyncio.wait({task}, timeout=_CLOSE_LIMIT)
+        if not done:  # only an owner stuck outside anyio's reach gets here
             task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait({task}, timeout=_CLOSE_LIMIT)
 
     async def _own(self, env: dict[str, str], headers: dict[str, str]) -> None:
         try:
-            async with AsyncExitStack() as stack:
-                if self.config.command is not None:
-                    read, write = await self._enter_stdio(stack, env)
-                else:
-                    read, write = await self._enter_http(stack, headers)
-                session = await stack.enter_async_context(
-                    ClientSession(
-                        read,
-                        write,
-                        message_handler=self._on_message,
-                        client_info=types.Implementation(name="sessiongate", version=__version__),
+            with anyio.CancelScope() as self._owner_scope:
+                async with AsyncExitStack() as stack:
+                    if self.config.command is not None:
+                        streams = await self._enter_stdio(stack, env)
+                    else:
+                        streams = await self._enter_http(stack, headers)
+                    session = await stack.enter_async_context(
+                        ClientSession(
+                            *self.watch.wrap(streams),
+                            message_handler=self._on_message,
+                            client_info=types.Implementation(
+                                name="sessiongate", version=__version__
+                            ),
+                        )
                     )
-                )
-                try:
-                    with anyio.fail_after(self.config.connect_timeout.total_seconds()):
-                        await session.initialize()
-                except TimeoutError:
-                    raise ConnectFailed(
-                        "no answer to the handshake within"
-                        f" {self.config.connect_timeout.total_seconds():g} s"
-                    ) from None
-                self.session = session
-                self._ready.set()
-                await self._stop.wait()
+                    await self._handshake_with(session)
+                    self.session = session
+                    self._ready.set()
+                    await self._stop.wait()
         except BaseException as exc:  # recorded for `open`, or logged: never lost
             if not self._ready.is_set():
                 self._error = ConnectFailed(describe(exc))
@@ -207,36 +234,50 @@ class McpConnection:
             self.closed.set()
             self._ready.set()
 
-    async def _enter_stdio(self, stack: AsyncExitStack, env: dict[str, str]) -> Any:
-        assert self.config.command is not None
-        params = StdioServerParameters(command=self.config.command, args=self.config.args, env=env)
-        # The server's stderr goes to a pipe read by a thread that logs each line: what a
-        # server prints for its operator belongs in the gateway's log, never to a client.
-        # The thread ends at end of file, when the server (and anything it spawned) is gone.
-        read_fd, write_fd = os.pipe()
-        reader = threading.Thread(
-            target=_log_lines,
-            args=(os.fdopen(read_fd, "rb"), self.server),
-            name=f"mcp-stderr:{self.server}",
-            daemon=True,
-        )
-        reader.start()
-        errlog = os.fdopen(write_fd, "w")
+    async def _handshake_with(self, session: ClientSession) -> None:
+        """`initialize`, bounded by connect_timeout and cut short by a close. A server
+        that fails it is ended without the grace period."""
+        connect_s = self.config.connect_timeout.total_seconds()
         try:
-            return await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            with anyio.CancelScope() as self._handshake, anyio.fail_after(connect_s):
+                if self._stop.is_set():  # closed before the handshake began
+                    self._handshake.cancel()
+                await session.initialize()
+            if self._handshake.cancel_called:
+                raise ConnectFailed("closed while connecting")
+        except TimeoutError:
+            self._give_up_process()
+            raise ConnectFailed(f"no answer to the handshake within {connect_s:g} s") from None
+        except BaseException:
+            self._give_up_process()
+            raise
+        finally:
+            self._handshake = None
+
+    def _give_up_process(self) -> None:
+        if self._process is not None:
+            self._process.graceful = False
+
+    async def _enter_stdio(self, stack: AsyncExitStack, env: dict[str, str]) -> TransportStreams:
+        assert self.config.command is not None
+        self._process = StdioProcess(self.server)
+        try:
+            return await stack.enter_async_context(
+                self._process.run(self.config.command, self.config.args, env)
+            )
         except OSError as exc:
             raise ConnectFailed(f"cannot start {self.config.command!r}: {exc.strerror}") from None
-        finally:
-            errlog.close()  # the child holds its own copy; ours would keep the pipe open
 
-    async def _enter_http(self, stack: AsyncExitStack, headers: dict[str, str]) -> Any:
+    async def _enter_http(self, stack: AsyncExitStack, headers: dict[str, str]) -> TransportStreams:
         assert self.config.url is not None
         connect_s = self.config.connect_timeout.total_seconds()
         # Reads stay long: the server may hold its event stream open between messages;
-        # each request is bounded by the session's own timeouts instead.
+        # each request is bounded by the session's own timeouts instead. The response
+        # hook tells the answer watch about a server that forgot the session.
         client = httpx2.AsyncClient(
             headers=headers,
             timeout=httpx2.Timeout(connect_s, read=max(300.0, self.config.timeout.total_seconds())),
+            event_hooks={"response": [self.watch.on_http_response]},
         )
         await stack.enter_async_context(client)
         return await stack.enter_async_context(
@@ -246,35 +287,24 @@ class McpConnection:
     # --- requests (any task) -------------------------------------------------------
 
     def _live(self) -> ClientSession:
-        if self.session is None or self.closed.is_set():
-            raise Dropped("the connection is closed")
+        if not self.usable or self.session is None:
+            raise Dropped(self.abandoned or "the connection is closed")
         return self.session
 
-    async def alive(self) -> bool:
-        """Whether the server still answers a ping on this session."""
-        try:
-            session = self._live()
-            async with asyncio.timeout(self.config.list_timeout.total_seconds()):
-                await session.send_ping()
-        except Exception:
-            return False
-        return True
-
-    async def _classify(self, exc: Exception) -> Exception:
-        """What a failed request means: the session is gone (Dropped), or the server
-        refused this one request (ServerError)."""
-        if isinstance(exc, MCPError):
-            if exc.code == types.CONNECTION_CLOSED:
-                return Dropped("the server closed the connection")
-            # A streamable HTTP server that restarted answers with an error about an
-            # unknown session (404 or 400, depending on the server); a ping on the same
-            # session tells that apart from an error about this request.
-            if await self.alive():
-                return ServerError(exc.message)
-            return Dropped(f"the server no longer knows this session ({exc.message})")
-        if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | OSError):
+    def _classify(self, exc: Exception, tracked: TrackedRequest) -> Exception:
+        """What a failed request means. Dropped (the caller may send it again) only when
+        no answer to it arrived and the transport failed, or when the server said it
+        does not know the session (HTTP 404: the request was not processed). Any answer
+        the server gave is a ServerError: the request may have run."""
+        if tracked.session_unknown:
+            return Dropped("the server no longer knows this session")
+        transport_failed = (
+            isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED
+        ) or isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | OSError)
+        if transport_failed and not tracked.answered:
             return Dropped(describe(exc))
-        return ServerError(describe(exc))
+        message = exc.message if isinstance(exc, MCPError) else describe(exc)
+        return ServerError(message, session_doubtful=tracked.session_doubtful)
 
     async def list_tools(self) -> list[types.Tool]:
         session = self._live()
@@ -285,43 +315,45 @@ class McpConnection:
             async with asyncio.timeout(limit):
                 for _ in range(100):  # a server paging forever is cut off, not followed
                     params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                    page = await session.list_tools(params=params)
+                    with self.watch.track("tools/list") as tracked:
+                        try:
+                            page = await session.list_tools(params=params)
+                        except TimeoutError:
+                            raise
+                        except Exception as exc:
+                            raise self._classify(exc, tracked) from None
                     found.extend(page.tools)
                     cursor = page.next_cursor
                     if not cursor:
                         break
         except TimeoutError:
             raise CallTimedOut(f"listing tools took longer than {limit:g} s") from None
-        except Exception as exc:
-            raise await self._classify(exc) from None
         return found
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         session = self._live()
         limit = self.config.timeout.total_seconds()
-        try:
-            # The SDK's read timeout also sends the server a cancellation; our guard only
-            # matters if something below it stops answering altogether.
-            async with asyncio.timeout(limit + _GUARD_SLACK):
-                return await session.call_tool(name, arguments, read_timeout_seconds=limit)
-        except TimeoutError:
-            self.suspect = True
-            raise CallTimedOut(f"no answer within {limit:g} s") from None
-        except MCPError as exc:
-            if exc.code == types.REQUEST_TIMEOUT:
-                self.suspect = True
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=name, arguments=arguments)
+        )
+        with self.watch.track("tools/call") as tracked:
+            try:
+                # The SDK's read timeout also sends the server a cancellation; our guard
+                # only matters if something below it stops answering altogether. Sent as
+                # a plain request, not `session.call_tool`: that one then checks the
+                # result against the tool's output schema with jsonschema on the event
+                # loop (the cost core/tool_schema.py bounds for input schemas), listing
+                # the tools first when it has not seen them; the gateway does not judge a
+                # server's output.
+                async with asyncio.timeout(limit + _GUARD_SLACK):
+                    return await session.send_request(
+                        request, types.CallToolResult, request_read_timeout_seconds=limit
+                    )
+            except TimeoutError:
                 raise CallTimedOut(f"no answer within {limit:g} s") from None
-            raise await self._classify(exc) from None
-        except Exception as exc:
-            raise await self._classify(exc) from None
-
-
-def _log_lines(stream: IO[bytes], server: str) -> None:
-    with stream:
-        for raw in stream:
-            line = raw.decode("utf-8", "replace").rstrip()
-            if line:
-                log.info(
-                    "mcp_server_stderr",
-                    extra={"server": server, "line": line[:_STDERR_LINE_LIMIT]},
-                )
+            except MCPError as exc:
+                if exc.code == types.REQUEST_TIMEOUT and not tracked.answered:
+                    raise CallTimedOut(f"no answer within {limit:g} s") from None
+                raise self._classify(exc, tracked) from None
+            except Exception as exc:
+                raise self._classify(exc, tracked) from None
