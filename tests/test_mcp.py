@@ -345,7 +345,7 @@ async def test_a_call_that_crashes_twice_fails_and_the_next_call_works(
         await source.aclose()
 
 
-async def test_a_hung_call_times_out_and_the_session_survives(
+async def test_a_hung_call_times_out_and_the_server_is_restarted(
     tiny: McpServerConfig, no_leaks: None
 ) -> None:
     source = McpToolSource("tiny", tiny.model_copy(update={"timeout": timedelta(seconds=1)}))
@@ -355,9 +355,13 @@ async def test_a_hung_call_times_out_and_the_session_survives(
         with pytest.raises(ToolFailed, match="did not answer the call to 'slow'"):
             await source.call_tool("slow", {"seconds": 60})
         assert time.monotonic() - started < 4
-        # The server still answers a ping, so the session is kept.
-        assert (await source.call_tool("pid", {})).content == pid
-        assert source.connects == 1
+        # A server that let a call hang is not pinged and waited on again: its process
+        # is gone at once, and the next call runs on a new one, without delay.
+        assert int(pid) not in children()
+        started = time.monotonic()
+        assert (await source.call_tool("pid", {})).content != pid
+        assert time.monotonic() - started < 4
+        assert source.connects == 2
     finally:
         await source.aclose()
 
@@ -502,9 +506,13 @@ async def test_http_server_restarted_is_reconnected(everything_http: HttpServer)
     source = McpToolSource("everything", McpServerConfig(url=everything_http.url))
     try:
         assert (await source.call_tool("echo", {"message": "one"})).content == "Echo: one"
-        # Restarted between calls: the new process does not know our session.
+        # Restarted between calls: the new process does not know our session. It says so
+        # with a 400 and error -32000 (the spec's answer is a 404), an answer like any
+        # other: the call is not sent again (it could have run), the session is let go.
         everything_http.stop()
         everything_http.start()
+        with pytest.raises(ToolFailed, match="refused the call to 'echo'"):
+            await source.call_tool("echo", {"message": "two"})
         assert (await source.call_tool("echo", {"message": "two"})).content == "Echo: two"
         assert source.connects == 2
         # Down during a call: a clear error, quickly; back up: the next call works.
