@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 import pytest
+from starlette.requests import ClientDisconnect
 
 from sessiongate.api.limits import BodyTooLarge, import_lines
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
-from sessiongate.errors import ImportFormatError, KeyExists
+from sessiongate.errors import ImportFormatError, KeyExists, SessionGateError
 from sessiongate.service import session_exchange
 from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
@@ -154,6 +155,17 @@ async def test_an_import_read_from_a_request_body_as_it_arrives_round_trips(
             import_lines(None, one_long_line(), 64 * MAX_LINE_BYTES), ALICE, key="copy"
         )
     assert info.value.line == 2 and "too long" in info.value.message
+
+    async def cut_short() -> AsyncIterator[bytes]:
+        yield body[:100]
+        raise ClientDisconnect
+
+    with pytest.raises(SessionGateError) as left:  # a 4xx nobody reads, never a 500
+        await engine.sessions.import_chain(
+            import_lines(None, cut_short(), len(body)), ALICE, key="copy"
+        )
+    assert left.value.code == "body_incomplete"
+    assert await engine.store.get_key(KeyRef("alice", "copy")) is None
 
 
 async def test_a_streamed_export_pages_through_messages_and_equals_the_whole_one(

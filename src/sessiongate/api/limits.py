@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterable, AsyncIterator
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sessiongate.errors import SessionGateError
@@ -109,7 +110,7 @@ async def import_lines(
         raise BodyTooLarge(max_bytes, "max_import_bytes")
     received = 0
     pending = bytearray()
-    async for chunk in body:
+    async for chunk in _until_disconnect(body):
         received += len(chunk)
         if received > max_bytes:
             raise BodyTooLarge(max_bytes, "max_import_bytes")
@@ -125,6 +126,18 @@ async def import_lines(
             pending.clear()
     if pending:
         yield bytes(pending)
+
+
+async def _until_disconnect(body: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """The body's chunks; a client gone mid-body is a 400 nobody reads (not a 500 in the
+    log): nothing was written, and the import is all or nothing."""
+    try:
+        async for chunk in body:
+            yield chunk
+    except ClientDisconnect:
+        raise SessionGateError(
+            "the client left before its body ended; nothing was imported", code="body_incomplete"
+        ) from None
 
 
 async def _too_large(send: Send, max_bytes: int) -> None:
