@@ -6,18 +6,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sessiongate.agents.mcp import McpToolSource
-from sessiongate.agents.tools import Tool, ToolFailed
 from sessiongate.config import load_settings
 from sessiongate.config_tools import McpServerConfig
 from sessiongate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sessiongate.agents.tools import Tool
 
 mcp_app = typer.Typer(help="Inspect the configured MCP servers.", no_args_is_help=True)
 console = Console()
@@ -26,6 +27,11 @@ errors = Console(stderr=True)
 
 async def _probe(name: str, config: McpServerConfig) -> tuple[list[Tool], str | None]:
     """The server's tools, or the reason it has none; the server is closed afterwards."""
+    # The MCP SDK is imported here, by the one command that talks to servers, so every
+    # other command starts without it.
+    from sessiongate.agents.mcp import McpToolSource
+    from sessiongate.agents.tools import ToolFailed
+
     source = McpToolSource(name, config)
     try:
         return list(await source.tools()), None
