@@ -41,7 +41,9 @@ async def engine(
         "scripted": ScriptedModel(),
         "gated": ScriptedModel("gated", gate=gate, started=started),
     }
-    built = build_engine(make_settings(tmp_path), clock=clock, models=models)
+    # `models` lets a key's override pick the gated one (core/agent_access.py).
+    agents = {"defaults": {"model": "scripted", "models": ["gated"]}}
+    built = build_engine(make_settings(tmp_path, agents), clock=clock, models=models)
     yield built
     await built.aclose()
 

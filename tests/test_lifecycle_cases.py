@@ -192,7 +192,8 @@ async def test_control_model_reply_model_switch_keeps_control(
     reply_x, reply_y = ScriptedModel("x"), ScriptedModel("y")
     settings = make_settings(
         tmp_path,
-        agents={"defaults": {"model": "x", "control_model": "judge"}},
+        # `models` lets the key's override pick y (core/agent_access.py).
+        agents={"defaults": {"model": "x", "control_model": "judge", "models": ["y"]}},
         database_url=database_url,
         semantic={"enabled": True, "min_messages": 2},
     )
