@@ -1,5 +1,5 @@
 """Conversation matching: what finding an OpenAI client's conversation costs as one user's
-stored conversations grow (DESIGN.md §11, service/conversations.py).
+stored conversations grow (DESIGN.md §11, service/conversation/locate.py).
 
 An OpenAI client without `X-Session-Key` or a conversation id sends its whole message
 list; the gateway hashes every prefix of it (core/conversation.py) and asks the
@@ -42,9 +42,9 @@ from sessiongate.config import Settings
 from sessiongate.core.conversation import ClientMessage, Role, chain, prefix_hashes
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.users import Caller
-from sessiongate.service.conversations import ConversationService
+from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.store.conversations_base import ConversationHead, ConversationNode
+from sessiongate.store.conversations import ConversationHead, ConversationNode
 from support.common import load_average, machine_line, nearest_rank, render_table
 
 USER = "bench"

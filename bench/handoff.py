@@ -11,9 +11,9 @@ purpose (tests/data/):
 * `handoff_promising.jsonl`: replies that promise an image, a video or a search (240),
   labelled by intent.
 
-It prints, for the shipped stage 1 (`core/handoff_patterns.py`: seed 000's patterns and
-the structure of a promise, `core/handoff_lexicon.py` and `core/handoff_structure.py`,
-with `core/handoff_guards.py`), seed 000's patterns alone, and a naive keyword peer
+It prints, for the shipped stage 1 (`core/handoff/patterns.py`: seed 000's patterns and
+the structure of a promise, `core/handoff/lexicon.py` and `core/handoff/structure.py`,
+with `core/handoff/guards.py`), seed 000's patterns alone, and a naive keyword peer
 measured in the same run:
 
 * stage-1 false positives on the ordinary set (each is one control-model call, not a
@@ -27,12 +27,12 @@ measured in the same run:
   dev's misses only; "fresh 1" after those were frozen (measured once, then the patterns
   were revised against its misses); "fresh 2" after those were frozen, measured once;
   then the patterns were revised against the misses and false positives of all three
-  (the guards, `core/handoff_guards.py`); "fresh 3" was written before that revision,
+  (the guards, `core/handoff/guards.py`); "fresh 3" was written before that revision,
   sealed, and measured once after it. The listed patterns were then replaced by the
   structure, revised against dev to fresh 2, measured once on fresh 3, then revised
   against fresh 3 too. "fresh 4" (`LATEST`) was written by someone else while the
   structure was being revised, sealed, never seen by it, and measured once. Then the
-  learned backstop (`core/handoff_learned.py`, trained by bench/handoff_train.py on
+  learned backstop (`core/handoff/learned.py`, trained by bench/handoff_train.py on
   every part up to fresh 4) was added; "fresh 5" (`LATEST`) was written, sealed, while
   it was built: it has no rows until it is added to tests/data (a part with no rows
   prints "n/a"). "patterns only" is the shipped stage 1 with the backstop off
@@ -64,8 +64,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessiongate.core.handoff import INTENTS
-from sessiongate.core.handoff_patterns import SEED_PATTERNS, IntentPatterns, patterns_for
+from sessiongate.core.handoff.intents import INTENTS
+from sessiongate.core.handoff.patterns import SEED_PATTERNS, IntentPatterns, patterns_for
 from support.common import (
     REPO_DIR,
     load_average,

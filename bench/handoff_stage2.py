@@ -62,16 +62,16 @@ from pathlib import Path
 from typing import Any
 
 from handoff import DATA, Row, load
-from sessiongate.config_handoff import HandoffConfig
-from sessiongate.config_models import ModelConfig
-from sessiongate.core.handoff import INTENTS, Intent
-from sessiongate.core.handoff_classification import (
+from sessiongate.config.handoff import HandoffConfig
+from sessiongate.config.models import ModelConfig
+from sessiongate.core.handoff.classification import (
     MAX_ANSWER_CHARS,
     classifier_messages,
     decide,
     parse_request,
 )
-from sessiongate.core.handoff_patterns import IntentPatterns, patterns_for
+from sessiongate.core.handoff.intents import INTENTS, Intent
+from sessiongate.core.handoff.patterns import IntentPatterns, patterns_for
 from sessiongate.errors import ModelError
 from sessiongate.models.answers import JSON_ANSWER, read_answer
 from sessiongate.models.base import (

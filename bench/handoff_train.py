@@ -1,8 +1,8 @@
-"""Train stage 1's learned backstop (`core/handoff_learned.py`) on the hand-off corpora
+"""Train stage 1's learned backstop (`core/handoff/learned.py`) on the hand-off corpora
 and measure it by leave-one-batch-out cross-validation.
 
 The model: multinomial logistic regression (none / image / video / search) over the
-n-grams `handoff_learned.grams` makes of the lowered reply, each feature
+n-grams `learned.grams` makes of the lowered reply, each feature
 `1 / sqrt(number of grams)`, L2-regularised, fitted by full-batch gradient descent
 (Adam) from zeros — no randomness, so the same rows give the same weights. N-grams
 seen in fewer than `--min-df` training replies are not features; after fitting, the
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sessiongate.core.handoff import INTENTS
-from sessiongate.core.handoff_learned import (
+from sessiongate.core.handoff.intents import INTENTS
+from sessiongate.core.handoff.learned import (
     FEATURES,
     LABELS,
     WEIGHTS_FILE,
@@ -49,7 +49,7 @@ from sessiongate.core.handoff_learned import (
     encode,
     grams,
 )
-from sessiongate.core.handoff_patterns import patterns_for
+from sessiongate.core.handoff.patterns import patterns_for
 from support.common import REPO_DIR
 
 DATA = REPO_DIR / "tests" / "data"

@@ -45,14 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from sessiongate.config_tools import NotesConfig
+from sessiongate.config.tools import NotesConfig
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.notes import Vectors, chunk_text
 from sessiongate.models.embeddings import WordLlamaEmbedder, wordllama_folder
 from sessiongate.service.notes import NoteService
-from sessiongate.store.sqlite import SQLiteStore
-from sessiongate.store.sqlite_notes import SQLiteNoteStore
+from sessiongate.store.sqlite.notes import SQLiteNoteStore
+from sessiongate.store.sqlite.store import SQLiteStore
 from support.common import (
     ensure_bench_extras,
     load_average,

@@ -1,6 +1,6 @@
 """Safety gate: seed 004's keyword rules on a labelled set of voice-assistant requests.
 
-`sessiongate.core.safety.keyword_classify` decides UNSAFE / CHAT / AGENT when no control
+`sessiongate.core.safety.gate.keyword_classify` decides UNSAFE / CHAT / AGENT when no control
 model is configured, or it fails. This script runs it over `tests/data/safety_requests.jsonl`
 (hand-written requests, each labelled by what a careful human would decide; hard cases
 included: chat about security, harmless agent requests with scary words, unsafe requests
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessiongate.core.safety import Label, keyword_classify
+from sessiongate.core.safety.gate import Label, keyword_classify
 from support.common import REPO_DIR, load_average, machine_info, machine_line, render_table
 
 DATA = REPO_DIR / "tests" / "data" / "safety_requests.jsonl"

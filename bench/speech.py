@@ -48,7 +48,7 @@ from typing import Any
 
 import httpx
 
-from sessiongate.config_voice import VoiceConfig
+from sessiongate.config.voice import VoiceConfig
 from sessiongate.service.speech import SpeechService
 from sessiongate.speech.base import SpeechEngine
 from sessiongate.speech.espeak import EspeakEngine

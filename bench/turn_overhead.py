@@ -50,7 +50,7 @@ from sessiongate.core.clock import SystemClock
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.sqlite.store import SQLiteStore
 from support.common import load_average, nearest_rank, render_table, version_of
 
 LENGTHS: tuple[int, ...] = (10, 100, 1_000, 10_000)

@@ -399,7 +399,7 @@ async def test_a_cancelled_turn_during_tools_keeps_everything(
     model = ToolModel([Call("sleep", {}, "s1")], "never")
     engine = agent_engine(tmp_path, clock, model, _hang=hang)
     running.append(engine)
-    from sessiongate.service.turns import InboundTurn
+    from sessiongate.service.turn.pipeline import InboundTurn
 
     handle = engine.turns.start_turn(InboundTurn(KEY, Caller("alice"), "go"))
     await asyncio.wait_for(hang.wait(), 5)

@@ -154,7 +154,7 @@ async def test_a_key_erased_while_its_socket_is_open_stops_working(
     """The key is checked again before a frame is taken (here on every frame): once an
     admin erases the user, the open socket answers `invalid_api_key` and closes; another
     user's socket goes on."""
-    monkeypatch.setattr("sessiongate.api.websocket.RECHECK_KEY_SECONDS", 0.0)
+    monkeypatch.setattr("sessiongate.api.ws.socket.RECHECK_KEY_SECONDS", 0.0)
     with running_gateway(gateway_settings(tmp_path), {"scripted": ScriptedModel()}) as gw:
         async with chat(gw, user="bob") as (bob, _), chat(gw, user="alice") as (alice, _):
             assert reply_of(await turn(bob, "before"))

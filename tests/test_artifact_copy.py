@@ -23,15 +23,14 @@ import pytest
 
 from sessiongate.agents.tools import FunctionTool, StaticToolSource, ToolContext, ToolOutput
 from sessiongate.config import Settings
-from sessiongate.config_artifacts import ArtifactsConfig
+from sessiongate.config.artifacts import ArtifactsConfig
+from sessiongate.core.artifacts import Artifact, ArtifactCopy
 from sessiongate.core.users import Caller
 from sessiongate.errors import ConfigError
 from sessiongate.models.base import ModelOptions, ToolSpec, WireMessage
 from sessiongate.service.artifact_copy import key_digest, remote_path, retry_delay
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.store.artifact_copies_base import ArtifactCopy
 from sessiongate.store.artifact_files import owner_directory
-from sessiongate.store.artifacts_base import Artifact
 from tests.conftest import BACKENDS, START
 from tests.support.agent_models import Call, ToolModel
 from tests.support.gateway import gateway_settings, running_gateway
@@ -288,7 +287,7 @@ async def _with_error(engine: Engine, artifact: Artifact, error: str) -> Artifac
 
 async def _due_now(engine: Engine, artifact: Artifact) -> None:
     """Move a copy's next attempt to now, in whichever store the engine has."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     store = engine.store
     if isinstance(store, SQLiteStore):
@@ -298,7 +297,7 @@ async def _due_now(engine: Engine, artifact: Artifact) -> None:
                 (artifact.artifact_id,),
             )
         return
-    from sessiongate.store.postgres import PostgresStore
+    from sessiongate.store.postgres.store import PostgresStore
 
     assert isinstance(store, PostgresStore)
     await store.pool.execute(

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sessiongate.cli.main import app
-from sessiongate.store.sqlite_backup import BackupError, backup_database, restore_database
+from sessiongate.store.sqlite.backup import BackupError, backup_database, restore_database
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.helpers import ScriptedModel
 

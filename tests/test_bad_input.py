@@ -19,8 +19,8 @@ from sessiongate.errors import (
 )
 from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
-from sessiongate.service.turns import InboundTurn, RecallRequest
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.service.turn.pipeline import InboundTurn, RecallRequest
+from sessiongate.store.sqlite.store import SQLiteStore
 from tests.conftest import ALICE
 from tests.support.helpers import collect
 

@@ -27,7 +27,7 @@ from sessiongate.agents.builtin.source import builtin_tool_source
 from sessiongate.agents.builtin.weather import WeatherTool, weather_tool
 from sessiongate.agents.tools import ToolContext, ToolFailed
 from sessiongate.config import Settings
-from sessiongate.config_tools import WeatherToolConfig
+from sessiongate.config.tools import WeatherToolConfig
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import ConfigError
 from sessiongate.service.artifacts import artifacts_folder

@@ -14,7 +14,7 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Message, Role
 from sessiongate.models.base import ReplyModel
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.turns import InboundTurn, TurnHandle
+from sessiongate.service.turn.pipeline import InboundTurn, TurnHandle
 from tests.conftest import ALICE, make_settings
 from tests.support.helpers import ScriptedModel, collect
 
@@ -42,7 +42,7 @@ async def engine(
         "gated": ScriptedModel("gated", gate=gate, started=started),
     }
     # `models` lets a key's override pick the gated one (core/agent_access.py).
-    agents = {"defaults": {"model": "scripted", "models": ["gated"]}}
+    agents: dict[str, object] = {"defaults": {"model": "scripted", "models": ["gated"]}}
     built = build_engine(make_settings(tmp_path, agents), clock=clock, models=models)
     yield built
     await built.aclose()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sessiongate.api.openai_messages import parse_request
+from sessiongate.api.openai.messages import parse_request
 from sessiongate.config import Settings
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.conversation import ClientMessage, Identity, Role, prefix_hashes
@@ -20,10 +20,10 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import RotationReason
 from sessiongate.core.users import Caller
 from sessiongate.models.base import ModelCapabilities, WireMessage
-from sessiongate.service.client_turn import ClientTurn
-from sessiongate.service.conversations import ConversationService
+from sessiongate.service.conversation.client_turn import ClientTurn
+from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.turns import InboundTurn
+from sessiongate.service.turn.pipeline import InboundTurn
 from tests.conftest import BACKENDS
 from tests.support.agent_models import Call, ToolModel
 from tests.support.helpers import ScriptedModel

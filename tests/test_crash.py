@@ -15,7 +15,7 @@ from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.service.engine import build_engine
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.sqlite.store import SQLiteStore
 from tests.conftest import START, make_settings
 from tests.support.helpers import ScriptedModel, collect
 from tests.support.kill import kill_when_ready

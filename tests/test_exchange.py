@@ -18,7 +18,7 @@ from sessiongate.service.engine import Engine
 from sessiongate.service.sessions import Caller
 from sessiongate.store.exchange import MAX_LINE_BYTES
 from sessiongate.store.export_format import export_lines
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.sqlite.store import SQLiteStore
 from tests.conftest import ALICE
 from tests.support.helpers import collect
 

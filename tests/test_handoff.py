@@ -29,9 +29,16 @@ from pydantic import ValidationError
 from sessiongate.agents.registry import ToolRegistry
 from sessiongate.agents.tools import FunctionTool, StaticToolSource, ToolContext, ToolFailed
 from sessiongate.config import Settings, load_settings
-from sessiongate.config_handoff import HandoffConfig
+from sessiongate.config.handoff import HandoffConfig
 from sessiongate.core.events import HandoffEvent
-from sessiongate.core.handoff import (
+from sessiongate.core.handoff.classification import (
+    HandoffRequest,
+    classifier_messages,
+    decide,
+    parse_request,
+)
+from sessiongate.core.handoff.guards import guarded
+from sessiongate.core.handoff.intents import (
     INTENTS,
     artifact_in,
     artifact_link,
@@ -40,14 +47,7 @@ from sessiongate.core.handoff import (
     result_text,
     tools_for,
 )
-from sessiongate.core.handoff_classification import (
-    HandoffRequest,
-    classifier_messages,
-    decide,
-    parse_request,
-)
-from sessiongate.core.handoff_guards import guarded
-from sessiongate.core.handoff_learned import (
+from sessiongate.core.handoff.learned import (
     FEATURES,
     LABELS,
     WEIGHTS_FILE,
@@ -55,22 +55,22 @@ from sessiongate.core.handoff_learned import (
     from_document,
     shipped,
 )
-from sessiongate.core.handoff_lexicon import STRUCTURAL_PATTERNS, WORD_CUES, WORDS
-from sessiongate.core.handoff_patterns import (
+from sessiongate.core.handoff.lexicon import STRUCTURAL_PATTERNS, WORD_CUES, WORDS
+from sessiongate.core.handoff.patterns import (
     DEFAULT_CUES,
     DEFAULT_PATTERNS,
     SEED_PATTERNS,
     IntentPatterns,
     patterns_for,
 )
-from sessiongate.core.handoff_structure import Structure
+from sessiongate.core.handoff.structure import Structure
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.users import Caller
 from sessiongate.errors import ConfigError, ModelError
 from sessiongate.models.base import NO_OPTIONS, ModelChunk, ModelOptions, TextDelta, ToolSpec
 from sessiongate.service.agents import AgentProfile, build_profiles
 from sessiongate.service.handoff import HandoffService, prepare
-from sessiongate.service.turn_handle import TurnHandle
+from sessiongate.service.turn.handle import TurnHandle
 from tests.support.fake_providers import FakeCall
 from tests.support.gateway import Gateway, parse_sse, running_gateway
 from tests.support.handoff_wire import ChatAnswer, HandoffWire, handoff_wire

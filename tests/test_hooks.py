@@ -33,7 +33,7 @@ from sessiongate.errors import ConfigError
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.hooks import HookService
 from sessiongate.service.sessions import Caller
-from sessiongate.store.hooks_base import HookDelivery
+from sessiongate.store.hooks import HookDelivery
 from tests.conftest import BACKENDS
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.helpers import ScriptedModel, collect

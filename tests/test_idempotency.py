@@ -27,7 +27,7 @@ from sessiongate.models.base import NO_OPTIONS, ModelChunk, ModelOptions, TextDe
 from sessiongate.models.base import WireMessage as Wire
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.idempotency import IdempotencyService, idempotent_request
-from sessiongate.service.turns import InboundTurn
+from sessiongate.service.turn.pipeline import InboundTurn
 from tests.conftest import BACKENDS, START, make_settings
 from tests.support.gateway import Gateway, gateway_settings, parse_sse, running_gateway
 from tests.support.helpers import ScriptedModel

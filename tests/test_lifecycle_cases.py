@@ -16,8 +16,8 @@ from sessiongate.core.segments import RotationReason, SegmentStatus
 from sessiongate.errors import ImmutableSegment
 from sessiongate.models.base import WireMessage
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.turns import RecallRequest
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.service.turn.pipeline import RecallRequest
+from sessiongate.store.sqlite.store import SQLiteStore
 from tests.conftest import ALICE, make_settings
 from tests.support.helpers import ScriptedModel, collect, types
 

@@ -29,10 +29,10 @@ import mcp_types as types
 import pytest
 from typer.testing import CliRunner
 
-from sessiongate.agents.mcp import McpToolSource, prefixed_name, tool_output
+from sessiongate.agents.mcp.source import McpToolSource, prefixed_name, tool_output
 from sessiongate.agents.tools import ToolFailed
 from sessiongate.cli.main import app
-from sessiongate.config_tools import McpServerConfig
+from sessiongate.config.tools import McpServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 MCP_DIR = Path(os.environ.get("SESSIONGATE_TEST_MCP_DIR") or ROOT / ".mcp-servers")

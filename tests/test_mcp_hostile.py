@@ -31,13 +31,13 @@ from typing import Any
 import httpx
 import pytest
 
-from sessiongate.agents import mcp_stdio
 from sessiongate.agents.builtin import images, notes, tasks, video, weather
-from sessiongate.agents.mcp import McpToolSource
+from sessiongate.agents.mcp import stdio as mcp_stdio
+from sessiongate.agents.mcp.source import McpToolSource
 from sessiongate.agents.registry import ToolRegistry
 from sessiongate.agents.tools import FunctionTool, StaticToolSource, ToolContext, ToolFailed
 from sessiongate.config import load_settings
-from sessiongate.config_tools import RESERVED_SERVER_NAMES, McpServerConfig
+from sessiongate.config.tools import RESERVED_SERVER_NAMES, McpServerConfig
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.pattern_cost import pattern_limit
 from sessiongate.core.plans import InvalidPlan, parse_plan

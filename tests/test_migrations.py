@@ -19,8 +19,8 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import RotationReason
 from sessiongate.store import migrations
 from sessiongate.store.base import Store
-from sessiongate.store.postgres import PostgresStore
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.postgres.store import PostgresStore
+from sessiongate.store.sqlite.store import SQLiteStore
 from tests.support.pg import fresh_database
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

@@ -6,9 +6,13 @@ from typing import Any
 
 import pytest
 
-from sessiongate.config_models import ModelConfig
+from sessiongate.config.models import ModelConfig
 from sessiongate.errors import ConfigError
-from sessiongate.models.anthropic import LEADING_USER_PLACEHOLDER, AnthropicModel, to_anthropic
+from sessiongate.models.anthropic.adapter import (
+    LEADING_USER_PLACEHOLDER,
+    AnthropicModel,
+    to_anthropic,
+)
 from sessiongate.service.engine import build_reply_model
 from tests.support.fake_providers import (
     FakeServer,

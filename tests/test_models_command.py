@@ -13,7 +13,7 @@ from typing import cast
 import pytest
 
 from sessiongate.config import Settings
-from sessiongate.config_models import ModelConfig
+from sessiongate.config.models import ModelConfig
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.errors import ConfigError

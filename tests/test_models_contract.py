@@ -20,8 +20,8 @@ import pytest
 from sessiongate.config import Settings
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import IncompleteStream
-from sessiongate.models.anthropic import AnthropicModel
-from sessiongate.models.openai import OpenAIChatModel
+from sessiongate.models.anthropic.adapter import AnthropicModel
+from sessiongate.models.openai.adapter import OpenAIChatModel
 from sessiongate.models.retry import PLACEHOLDER_KEY, redact
 from sessiongate.service.engine import build_engine
 from tests.support.fake_providers import (

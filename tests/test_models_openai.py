@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sessiongate.config_models import ModelConfig
+from sessiongate.config.models import ModelConfig
 from sessiongate.errors import ConfigError
-from sessiongate.models.openai import OpenAIChatModel
+from sessiongate.models.openai.adapter import OpenAIChatModel
 from sessiongate.models.retry import RetryPolicy, parse_retry_after
 from sessiongate.service.engine import build_reply_model
 from tests.support.fake_providers import (

@@ -16,9 +16,9 @@ import orjson
 import pytest
 
 from sessiongate.errors import IncompleteStream
-from sessiongate.models.anthropic import AnthropicModel, to_anthropic
-from sessiongate.models.anthropic_wire import json_instruction
-from sessiongate.models.anthropic_wire import tool_choice as anthropic_choice
+from sessiongate.models.anthropic.adapter import AnthropicModel, to_anthropic
+from sessiongate.models.anthropic.wire import json_instruction
+from sessiongate.models.anthropic.wire import tool_choice as anthropic_choice
 from sessiongate.models.base import (
     TEXT_ONLY,
     ModelCapabilities,
@@ -30,8 +30,8 @@ from sessiongate.models.base import (
 )
 from sessiongate.models.command import CommandModel
 from sessiongate.models.offline import OfflineModel
-from sessiongate.models.openai import OpenAIChatModel
-from sessiongate.models.openai_wire import ToolCallPieces
+from sessiongate.models.openai.adapter import OpenAIChatModel
+from sessiongate.models.openai.wire import ToolCallPieces
 from sessiongate.models.retry import BadChunk
 from tests.support.fake_providers import (
     FakeCall,

@@ -16,20 +16,20 @@ import pytest
 from typer.testing import CliRunner
 
 from sessiongate.cli.main import app as cli_app
-from sessiongate.config_routing import ModeConfig
+from sessiongate.config.routing import ModeConfig
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.modes import ModeState, ModeUnlock
 from sessiongate.core.users import User
 from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.modes import ModeService
-from sessiongate.store.modes_base import ModeStore
-from sessiongate.store.postgres import PostgresStore
-from sessiongate.store.postgres_modes import PostgresModeStore
-from sessiongate.store.postgres_users import PostgresUserStore
-from sessiongate.store.sqlite import SQLiteStore
-from sessiongate.store.sqlite_modes import SQLiteModeStore
-from sessiongate.store.sqlite_users import SQLiteUserStore
+from sessiongate.store.modes import ModeStore
+from sessiongate.store.postgres.modes import PostgresModeStore
+from sessiongate.store.postgres.store import PostgresStore
+from sessiongate.store.postgres.users import PostgresUserStore
+from sessiongate.store.sqlite.modes import SQLiteModeStore
+from sessiongate.store.sqlite.store import SQLiteStore
+from sessiongate.store.sqlite.users import SQLiteUserStore
 from tests.conftest import BACKENDS, START, make_settings
 from tests.support.gateway import Gateway, gateway_settings, running_gateway
 from tests.support.helpers import ScriptedModel
@@ -183,7 +183,7 @@ async def test_the_database_refuses_rows_the_service_never_writes(rows: ModeStor
 def test_the_access_query_is_one_indexed_lookup(tmp_path: Path) -> None:
     store = SQLiteStore.open(tmp_path / "plan.db")
     try:
-        from sessiongate.store.sqlite_modes import _ACCESS
+        from sessiongate.store.sqlite.modes import _ACCESS
 
         plan = " ".join(
             str(row[3])

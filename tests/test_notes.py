@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from sessiongate.agents.tools import ToolContext
 from sessiongate.cli.main import app as cli_app
 from sessiongate.config import Settings, cross_check, load_settings
-from sessiongate.config_tools import NotesConfig
+from sessiongate.config.tools import NotesConfig
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.keys import KeyRef
@@ -44,9 +44,9 @@ from sessiongate.models.embeddings import (
 )
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.notes import NoteService
-from sessiongate.store import sqlite_notes
-from sessiongate.store.sqlite import SQLiteStore
-from sessiongate.store.sqlite_notes import SQLiteNoteStore, fts_match
+from sessiongate.store.sqlite import notes as sqlite_notes
+from sessiongate.store.sqlite.notes import SQLiteNoteStore, fts_match
+from sessiongate.store.sqlite.store import SQLiteStore
 from tests.conftest import BACKENDS, START
 from tests.support.agent_models import Call, ToolModel
 from tests.support.fake_providers import FakeServer, Reply, _read_request, _respond, closed_port

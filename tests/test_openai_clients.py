@@ -16,8 +16,8 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from sessiongate.api.openai_messages import fit_client_tools, parse_request
-from sessiongate.config_handoff import HandoffConfig
+from sessiongate.api.openai.messages import fit_client_tools, parse_request
+from sessiongate.config.handoff import HandoffConfig
 from sessiongate.models.base import (
     NO_OPTIONS,
     ModelCapabilities,

@@ -10,8 +10,8 @@ from sessiongate.core.context import AssembledContext
 from sessiongate.core.events import TokenEvent
 from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.core.tool_calls import ThreadItem
-from sessiongate.service.plain_reply import stream_plain_reply
-from sessiongate.service.turn_handle import TurnHandle
+from sessiongate.service.turn.handle import TurnHandle
+from sessiongate.service.turn.plain_reply import stream_plain_reply
 from tests.support.helpers import ScriptedModel
 
 
@@ -68,8 +68,8 @@ async def test_a_reply_is_kept_when_the_turn_is_cut_during_its_hand_off() -> Non
 
 
 async def test_shutdown_lets_quick_after_turn_work_finish_and_cancels_the_slow() -> None:
-    from sessiongate.service.after_turn import AfterTurns
-    from sessiongate.service.turn_handle import FinishedTurn
+    from sessiongate.service.turn.after import AfterTurns
+    from sessiongate.service.turn.handle import FinishedTurn
 
     done: list[str] = []
     cancelled: list[str] = []

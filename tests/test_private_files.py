@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sessiongate.core.keys import KeyRef
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.sqlite.store import SQLiteStore
 
 
 def mode(path: Path) -> int:

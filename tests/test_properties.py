@@ -42,7 +42,7 @@ from sessiongate.core.rotation import LifecyclePolicy, day_key, parse_new_comman
 from sessiongate.core.segments import RotationReason, Segment, SegmentStatus
 from sessiongate.errors import NothingToRevert
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.sqlite.store import SQLiteStore
 from tests.conftest import ALICE, make_settings
 from tests.support.helpers import ScriptedModel, collect
 

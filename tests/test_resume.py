@@ -20,7 +20,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from sessiongate.config import Settings
-from sessiongate.service.turn_journal import TurnJournal
+from sessiongate.service.turn.journal import TurnJournal
 from tests.support.gateway import Gateway, gateway_settings, running_gateway
 from tests.support.held_model import HeldModel
 
@@ -288,7 +288,7 @@ def test_the_limits_have_their_documented_defaults() -> None:
 async def test_a_kept_turn_replays_token_runs_exactly() -> None:
     """The compact form of a finished turn gives back the very events, from any seq."""
     from sessiongate.core.events import EndEvent, StartEvent, TokenEvent, TurnEvent
-    from sessiongate.service.turn_handle import TurnHandle
+    from sessiongate.service.turn.handle import TurnHandle
 
     journal = TurnJournal(max_finished=5)
     handle = TurnHandle(UNKNOWN_TURN)

@@ -27,9 +27,10 @@ from sessiongate.core.events import EndEvent, ErrorEvent, StartEvent, TokenEvent
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Message, MessageStatus, Role
 from sessiongate.service.engine import build_engine
-from sessiongate.service.turn_recovery import NO_REPLY, StoredTurnReplay, ending_events
-from sessiongate.store import postgres_turns, sqlite_turns
-from sessiongate.store.turns_base import StoredTurn
+from sessiongate.service.turn.recovery import NO_REPLY, StoredTurnReplay, ending_events
+from sessiongate.store.postgres import turns as postgres_turns
+from sessiongate.store.sqlite import turns as sqlite_turns
+from sessiongate.store.turns import StoredTurn
 from tests.conftest import BACKENDS
 from tests.support.gateway import USERS, Gateway, gateway_settings, run_sync, running_gateway
 from tests.support.held_model import HeldModel

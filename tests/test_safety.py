@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from sessiongate.core.safety import (
+from sessiongate.core.safety.gate import (
     CLASSIFIER_SYSTEM_PROMPT,
     KEYWORD_JUDGE,
     MARKERS,

@@ -33,7 +33,7 @@ from sessiongate.actions import (
     ScriptRunner,
     build_sandbox,
 )
-from sessiongate.config_routing import SandboxConfig
+from sessiongate.config.routing import SandboxConfig
 from tests.support.sandbox_procs import gateway_port, processes_with
 
 pytestmark = pytest.mark.skipif(

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from sessiongate.api.ws_broadcast_wire import MAX_PAYLOAD_BYTES, Assembler, encode
+from sessiongate.api.ws.broadcast_wire import MAX_PAYLOAD_BYTES, Assembler, encode
 from sessiongate.models.base import (
     NO_OPTIONS,
     ModelChunk,

@@ -556,7 +556,7 @@ def test_speech_endpoint_needs_a_key_and_reports_engine_failures(gw: Gateway) ->
 @needs_espeak
 async def test_concurrent_speech_stays_within_the_voice_limit(tmp_path: Path) -> None:
     """Many requests at once: each voice runs at most `max_concurrent` engine calls."""
-    from sessiongate.config_voice import VoiceConfig
+    from sessiongate.config.voice import VoiceConfig
     from sessiongate.service.speech import SpeechService
 
     running = peak = 0

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 from websockets.sync.client import connect
 
-from sessiongate.config_voice import VoiceConfig
+from sessiongate.config.voice import VoiceConfig
 from sessiongate.core.events import AudioEvent, AudioPartEvent
 from sessiongate.core.keys import KeyRef
 from sessiongate.models.base import ReplyModel, WireMessage
@@ -40,7 +40,7 @@ from sessiongate.service.agents import AgentProfile
 from sessiongate.service.artifacts import ArtifactService, ArtifactTooLarge
 from sessiongate.service.speech import SpeechService
 from sessiongate.service.speech_parts import MAX_PARTS, MIN_PART_MS, PartGrouper
-from sessiongate.service.turn_handle import InboundTurn, TurnHandle
+from sessiongate.service.turn.handle import InboundTurn, TurnHandle
 from sessiongate.speech.espeak import EspeakEngine
 from sessiongate.speech.sentences import speakable, split_sentences
 from sessiongate.speech.wav import PcmAudio, concat

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from sessiongate.models.anthropic import AnthropicModel
-from sessiongate.models.openai import OpenAIChatModel
+from sessiongate.models.anthropic.adapter import AnthropicModel
+from sessiongate.models.openai.adapter import OpenAIChatModel
 from sessiongate.models.sse import (
     DEFAULT_MAX_LINE_BYTES,
     LineSplitter,

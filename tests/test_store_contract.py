@@ -32,10 +32,10 @@ from sessiongate.errors import (
 )
 from sessiongate.store.base import Store, UserStore
 from sessiongate.store.exchange import retarget
-from sessiongate.store.postgres import PostgresStore
-from sessiongate.store.postgres_users import PostgresUserStore
-from sessiongate.store.sqlite import SQLiteStore
-from sessiongate.store.sqlite_users import SQLiteUserStore
+from sessiongate.store.postgres.store import PostgresStore
+from sessiongate.store.postgres.users import PostgresUserStore
+from sessiongate.store.sqlite.store import SQLiteStore
+from sessiongate.store.sqlite.users import SQLiteUserStore
 from tests.conftest import BACKENDS
 from tests.support.pg import fresh_database
 

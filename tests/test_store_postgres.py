@@ -22,9 +22,9 @@ from sessiongate.errors import ConfigError, KeyExists, MigrationError, SessionGa
 from sessiongate.service.engine import build_engine
 from sessiongate.service.sessions import Caller
 from sessiongate.store.migrations import load_migrations
-from sessiongate.store.postgres import PostgresStore
-from sessiongate.store.postgres_locks import PostgresKeyLocks, lock_id
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.postgres.locks import PostgresKeyLocks, lock_id
+from sessiongate.store.postgres.store import PostgresStore
+from sessiongate.store.sqlite.store import SQLiteStore
 from tests.support.pg import fresh_database
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)

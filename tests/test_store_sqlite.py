@@ -15,7 +15,7 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role, RotationReason
 from sessiongate.errors import MigrationError
 from sessiongate.store.migrations import apply_sqlite_migrations, load_migrations
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.sqlite.store import SQLiteStore
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 K = KeyRef("alice", "k")

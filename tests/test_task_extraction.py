@@ -32,7 +32,7 @@ from sessiongate.models.base import WireMessage
 from sessiongate.service import task_extraction
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller
-from sessiongate.store.tasks_base import Task
+from sessiongate.store.tasks import Task
 from tests.conftest import START
 from tests.support.helpers import ScriptedModel, collect
 from tests.support.hook_receiver import Receiver

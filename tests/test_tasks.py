@@ -24,7 +24,7 @@ from sessiongate.core.users import Caller
 from sessiongate.errors import NotFound, SessionGateError
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.tasks import TaskService
-from sessiongate.store.tasks_base import Task
+from sessiongate.store.tasks import Task
 from tests.conftest import BACKENDS, START, make_settings
 from tests.support.agent_models import Call, ToolModel
 from tests.support.gateway import Gateway, gateway_settings, running_gateway

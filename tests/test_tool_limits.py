@@ -20,12 +20,12 @@ import pytest
 from pydantic import ValidationError
 
 from sessiongate.config import Settings
-from sessiongate.config_limits import LimitsConfig
+from sessiongate.config.limits import LimitsConfig
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.plans import repair_prompt
 from sessiongate.core.segments import Message, Role
-from sessiongate.models.anthropic import AnthropicModel
+from sessiongate.models.anthropic.adapter import AnthropicModel
 from sessiongate.models.base import (
     NO_OPTIONS,
     ModelChunk,
@@ -36,8 +36,8 @@ from sessiongate.models.base import (
     Usage,
     WireMessage,
 )
-from sessiongate.models.openai import OpenAIChatModel
-from sessiongate.models.openai_wire import ToolCallPieces
+from sessiongate.models.openai.adapter import OpenAIChatModel
+from sessiongate.models.openai.wire import ToolCallPieces
 from sessiongate.service.engine import Engine, build_engine
 from tests.support.agent_models import Call, Request, ToolModel, toolbox
 from tests.support.fake_providers import (

@@ -12,7 +12,7 @@ from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import InvalidInput
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.turns import RecallRequest
+from sessiongate.service.turn.pipeline import RecallRequest
 from tests.conftest import ALICE
 from tests.support.helpers import ScriptedModel, collect, types
 

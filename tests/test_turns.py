@@ -11,7 +11,7 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.errors import ModelError
 from sessiongate.service.engine import Engine, build_engine
-from sessiongate.service.turns import InboundTurn
+from sessiongate.service.turn.pipeline import InboundTurn
 from tests.conftest import ALICE, make_settings
 from tests.support.helpers import ScriptedModel, collect, types
 

@@ -33,8 +33,8 @@ from sessiongate.errors import InvalidInput, SessionGateError
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.store.base import Store
 from sessiongate.store.caps import count_keys_sql, count_segments_sql
-from sessiongate.store.postgres import PostgresStore
-from sessiongate.store.sqlite import SQLiteStore
+from sessiongate.store.postgres.store import PostgresStore
+from sessiongate.store.sqlite.store import SQLiteStore
 from tests.conftest import BACKENDS
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.helpers import ScriptedModel, collect

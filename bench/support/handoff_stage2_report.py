@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sessiongate.core.handoff import INTENTS
+from sessiongate.core.handoff.intents import INTENTS
 from support.common import percentile, render_table
 
 

@@ -60,11 +60,11 @@ def build_gateway(args: argparse.Namespace) -> tuple[Any, str, str]:
             print(f"provider=openai not usable from config yet: {exc}", file=sys.stderr)
     if engine is None and args.gateway_model in ("auto", "openai-class"):
         try:
-            from sessiongate.models.openai import OpenAIChatModel
+            from sessiongate.models.openai.adapter import OpenAIChatModel
 
             model: Any = OpenAIChatModel("stub", model=STUB_MODEL, base_url=base_url)
             engine = build_engine(Settings(**base), models={"stub": model})
-            model_path = "injected: sessiongate.models.openai.OpenAIChatModel"
+            model_path = "injected: sessiongate.models.openai.adapter.OpenAIChatModel"
         except ImportError as exc:
             if args.gateway_model == "openai-class":
                 raise

@@ -6,7 +6,7 @@ builds its own app through `create_worker_app`, reading the same configuration: 
 parent passes the config file's path in SESSIONGATE_CONFIG, and every other override
 already lives in the environment the workers inherit. Per-key serialisation across the
 workers comes from the PostgreSQL store's advisory locks, which is why several workers
-need PostgreSQL (`cross_check` in config.py refuses SQLite with workers > 1).
+need PostgreSQL (`cross_check` in config/settings.py refuses SQLite with workers > 1).
 
 Either way uvicorn speaks HTTP through `ServedHttpProtocol`, which refuses oversized
 headers and slow clients before any handler runs (api/http_protocol.py).

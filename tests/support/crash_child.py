@@ -30,7 +30,7 @@ from sessiongate.models.base import (
 )
 from sessiongate.service.engine import build_engine
 from sessiongate.service.sessions import Caller
-from sessiongate.service.turns import InboundTurn
+from sessiongate.service.turn.pipeline import InboundTurn
 
 KEY = "chat:alice"
 REF = KeyRef("alice", KEY)

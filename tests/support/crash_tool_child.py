@@ -22,7 +22,7 @@ from sessiongate.config import Settings
 from sessiongate.core.clock import ManualClock
 from sessiongate.service.engine import build_engine
 from sessiongate.service.sessions import Caller
-from sessiongate.service.turns import InboundTurn
+from sessiongate.service.turn.pipeline import InboundTurn
 from tests.support.agent_models import Call, ToolModel, toolbox
 
 KEY = "chat:alice"

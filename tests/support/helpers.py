@@ -66,7 +66,7 @@ async def collect(
     """Run one turn through the engine and return its events (`Any`: tests read the
     fields of whichever event type they expect at each position)."""
     from sessiongate.service.sessions import Caller
-    from sessiongate.service.turns import InboundTurn
+    from sessiongate.service.turn.pipeline import InboundTurn
 
     caller = kwargs.pop("caller", Caller("alice"))
     inbound = InboundTurn(key=key, caller=caller, content=content, **kwargs)

@@ -20,7 +20,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from sessiongate.config_routing import SandboxConfig
+from sessiongate.config.routing import SandboxConfig
 
 MIB = 1024 * 1024
 #: The source of the prelude, run with `python -I -S -c`.

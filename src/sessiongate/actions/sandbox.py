@@ -55,7 +55,7 @@ from sessiongate.actions.result import (
     ScriptRunner,
 )
 from sessiongate.actions.scratch import new_scratch, prepare_root, remove_tree
-from sessiongate.config_routing import SandboxConfig
+from sessiongate.config.routing import SandboxConfig
 
 __all__ = [
     "ActionResult",

@@ -18,7 +18,7 @@ from sessiongate.agents.tools import FunctionTool, Tool, ToolContext, ToolFailed
 from sessiongate.core.events import EndEvent, ErrorEvent, TokenEvent
 from sessiongate.core.users import Caller
 from sessiongate.models.base import ToolSpec
-from sessiongate.service.turn_handle import InboundTurn, TurnHandle
+from sessiongate.service.turn.handle import InboundTurn, TurnHandle
 
 PREFIX = "agent__"
 MAX_DEPTH = 2

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessiongate.agents.tools import Tool, ToolContext, ToolFailed, ToolOutput, ToolSource
-from sessiongate.config_tools import TOOL_NAME
+from sessiongate.config.tools import TOOL_NAME
 from sessiongate.core.tool_schema import ArgumentCheck, basic_check, check_arguments
 from sessiongate.models.base import ToolSpec
 

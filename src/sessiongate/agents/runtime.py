@@ -1,6 +1,6 @@
 """The agent runtime: picks the tools a turn may use and runs the agent's runner.
 
-It implements the turn service's `AgentRuntime` port (service/agent_turn.py). Start-up
+It implements the turn service's `AgentRuntime` port (service/turn/agent_runtime.py). Start-up
 checks live here too: an agent whose `chat` runner offers tools needs reply models that
 support them, and an agent may only name a runner that exists.
 """
@@ -11,15 +11,15 @@ from collections.abc import Mapping
 
 from sessiongate.agents.delegate import MAX_DEPTH, PREFIX
 from sessiongate.agents.registry import ToolRegistry
-from sessiongate.agents.runner_chat import run_chat
-from sessiongate.agents.runner_plan import run_plan
+from sessiongate.agents.runners.chat import run_chat
+from sessiongate.agents.runners.plan import run_plan
 from sessiongate.agents.tool_steps import ToolLimits
 from sessiongate.agents.tools import Tool, ToolContext
-from sessiongate.config_limits import LimitsConfig
+from sessiongate.config.limits import LimitsConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.base import ReplyModel, ToolSpec, capabilities_of
-from sessiongate.service.agent_turn import AgentTurn
 from sessiongate.service.agents import AgentProfile
+from sessiongate.service.turn.agent_runtime import AgentTurn
 
 
 class AgentRunner:

@@ -26,11 +26,11 @@ from typing import Any
 
 from sessiongate.agents.registry import ToolRegistry, ToolResult
 from sessiongate.agents.tools import Tool, ToolContext
-from sessiongate.config_limits import LimitsConfig
+from sessiongate.config.limits import LimitsConfig
 from sessiongate.core.events import ToolEndEvent, ToolStartEvent
 from sessiongate.core.segments import MessageStatus, Role
 from sessiongate.core.tool_calls import INTERRUPTED_RESULT, ToolCallRecord, cap_result
-from sessiongate.service.agent_turn import AgentTurn
+from sessiongate.service.turn.agent_runtime import AgentTurn
 
 #: What is kept of arguments too large to run: enough for the model and a reader to see
 #: what the call was, small enough that resending it on every later turn costs nothing.

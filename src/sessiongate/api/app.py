@@ -11,31 +11,23 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from sessiongate import __version__
-from sessiongate.api import (
-    artifacts,
-    desktop,
-    lifehub,
-    openai_compat,
-    rest,
-    seed_compat,
-    tools,
-    turn_events,
-    web,
-    websocket,
-)
+from sessiongate.api import artifacts, rest, tools, turn_events, web
 from sessiongate.api import hooks as hooks_api
 from sessiongate.api import modes as modes_api
 from sessiongate.api import notes as notes_api
 from sessiongate.api import speech as speech_api
 from sessiongate.api import tasks as tasks_api
 from sessiongate.api.auth import current_user
+from sessiongate.api.compat import builderos, desktop, lifehub
 from sessiongate.api.errors import install_error_handlers
 from sessiongate.api.limits import BodyLimitMiddleware
 from sessiongate.api.metrics import GatewayMetrics
+from sessiongate.api.openai import chat as openai_chat
+from sessiongate.api.ws import socket as websocket
 from sessiongate.core.segments import RotationRecord
 from sessiongate.errors import Forbidden
 from sessiongate.service.engine import Engine
-from sessiongate.service.turn_handle import TurnOutcome
+from sessiongate.service.turn.handle import TurnOutcome
 
 log = logging.getLogger("sessiongate.turns")
 
@@ -148,9 +140,9 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     app.include_router(rest.router)
-    app.include_router(openai_compat.router)
+    app.include_router(openai_chat.router)
     app.include_router(websocket.router)
-    app.include_router(seed_compat.router)
+    app.include_router(builderos.router)
     app.include_router(tools.router)
     app.include_router(lifehub.router)
     app.include_router(desktop.router)

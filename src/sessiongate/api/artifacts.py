@@ -19,14 +19,13 @@ from fastapi.responses import Response
 
 from sessiongate.api.auth import CurrentUser
 from sessiongate.api.schemas import iso
+from sessiongate.core.artifacts import Artifact, ArtifactCopy
 from sessiongate.core.ids import is_session_id
 from sessiongate.core.keys import validate_session_key
 from sessiongate.core.users import validate_user_name
 from sessiongate.errors import Forbidden, InvalidInput
 from sessiongate.service.artifacts import ArtifactNotFound
 from sessiongate.service.engine import Engine
-from sessiongate.store.artifact_copies_base import ArtifactCopy
-from sessiongate.store.artifacts_base import Artifact
 
 router = APIRouter(prefix="/v1")
 

@@ -17,10 +17,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from sessiongate.api.modes import AdminUser
+from sessiongate.core.hooks import DELIVERY_STATUSES, DeliveryStatus
 from sessiongate.errors import InvalidInput
 from sessiongate.service.engine import Engine
 from sessiongate.service.hooks import delivery_json
-from sessiongate.store.hooks_base import DELIVERY_STATUSES, DeliveryStatus
 
 router = APIRouter(prefix="/v1")
 

@@ -37,7 +37,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from sessiongate.api.limits import error_json
-from sessiongate.config_limits import LimitsConfig
+from sessiongate.config.limits import LimitsConfig
 
 log = logging.getLogger("sessiongate.http")
 

@@ -14,7 +14,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sessiongate.errors import SessionGateError
-from sessiongate.store.exchange import MAX_LINE_BYTES
+from sessiongate.service.session_exchange import MAX_LINE_BYTES
 
 IMPORT_PATH = "/v1/import"
 

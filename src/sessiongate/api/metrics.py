@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from sessiongate.core.segments import RotationRecord
-from sessiongate.service.turns import TurnOutcome
+from sessiongate.service.turn.pipeline import TurnOutcome
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

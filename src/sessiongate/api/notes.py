@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict
 
 from sessiongate.api.auth import CurrentUser
 from sessiongate.api.schemas import iso
+from sessiongate.core.notes import Note
 from sessiongate.service.engine import Engine
 from sessiongate.service.notes import DEFAULT_PAGE, NoteNotFound, NoteService, hits_as_json
-from sessiongate.store.notes_base import Note
 
 router = APIRouter(prefix="/v1")
 

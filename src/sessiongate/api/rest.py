@@ -28,7 +28,7 @@ from sessiongate.core.attachments import ImageAttachment
 from sessiongate.errors import InvalidInput
 from sessiongate.service.engine import Engine
 from sessiongate.service.idempotency import idempotent_request
-from sessiongate.service.turns import InboundTurn, RecallRequest
+from sessiongate.service.turn.pipeline import InboundTurn, RecallRequest
 
 router = APIRouter(prefix="/v1")
 

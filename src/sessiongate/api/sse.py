@@ -27,7 +27,7 @@ from sessiongate.core.events import (
     TurnEvent,
     event_to_dict,
 )
-from sessiongate.service.turns import TurnHandle
+from sessiongate.service.turn.pipeline import TurnHandle
 
 
 def sse_frame(event: TurnEvent, sse_id: bytes = b"") -> bytes:

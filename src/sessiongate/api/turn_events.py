@@ -6,7 +6,7 @@ same SSE frames, with the same ids, for every event after it: a running turn con
 live until its last event; a finished one answers what is left and closes.
 
 A turn this process does not hold (it restarted, or another worker ran the turn) is read
-from the store and restated from its `start` (service/turn_recovery.py), waiting for its
+from the store and restated from its `start` (service/turn/recovery.py), waiting for its
 reply when it is still running elsewhere; `Last-Event-ID` is then ignored.
 """
 
@@ -23,7 +23,7 @@ from sessiongate.api.sse import id_prefix, sse_frame
 from sessiongate.api.turns import SSE_HEADERS
 from sessiongate.core.events import TurnEvent
 from sessiongate.service.engine import Engine
-from sessiongate.service.turn_journal import (
+from sessiongate.service.turn.journal import (
     FollowedTurn,
     InvalidLastEventId,
     TurnJournal,

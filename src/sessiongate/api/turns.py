@@ -13,8 +13,8 @@ from sessiongate.core.events import ErrorEvent, TurnEvent
 from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine
 from sessiongate.service.idempotency import IdempotentRequest, RepeatedTurn, ReplayedTurn
-from sessiongate.service.turn_journal import seq_after
-from sessiongate.service.turns import InboundTurn, TurnHandle
+from sessiongate.service.turn.journal import seq_after
+from sessiongate.service.turn.pipeline import InboundTurn, TurnHandle
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

@@ -15,7 +15,7 @@ from sessiongate.core.clock import ManualClock
 from sessiongate.core.events import RotationEvent, TokenEvent
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller, ChainView
-from sessiongate.service.turns import InboundTurn, RecallRequest
+from sessiongate.service.turn.pipeline import InboundTurn, RecallRequest
 
 DEMO_KEY = "agent:main:main"
 DEMO_USER = Caller("demo")

@@ -26,7 +26,7 @@ from sessiongate.cli.maintenance import backup, gc, restore
 from sessiongate.cli.mcp import mcp_app
 from sessiongate.cli.notes import notes_app
 from sessiongate.config import Settings, cross_check
-from sessiongate.config_database import redact_url
+from sessiongate.config.database import redact_url
 from sessiongate.core.users import User
 from sessiongate.errors import ConfigError, InvalidInput, SessionNotFound
 

@@ -22,7 +22,7 @@ from sessiongate.config import Settings
 if TYPE_CHECKING:
     from sessiongate.service.engine import Engine
     from sessiongate.service.retention import RetentionReport
-from sessiongate.store.sqlite_backup import BackupError, backup_database, restore_database
+from sessiongate.store.sqlite.backup import BackupError, backup_database, restore_database
 
 PG_DUMP_HINT = (
     "database.url is PostgreSQL: back it up with pg_dump (e.g. `pg_dump -Fc -f"

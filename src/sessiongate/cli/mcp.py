@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sessiongate.config import load_settings
-from sessiongate.config_tools import McpServerConfig
+from sessiongate.config.tools import McpServerConfig
 from sessiongate.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ async def _probe(name: str, config: McpServerConfig) -> tuple[list[Tool], str | 
     """The server's tools, or the reason it has none; the server is closed afterwards."""
     # The MCP SDK is imported here, by the one command that talks to servers, so every
     # other command starts without it.
-    from sessiongate.agents.mcp import McpToolSource
+    from sessiongate.agents.mcp.source import McpToolSource
     from sessiongate.agents.tools import ToolFailed
 
     source = McpToolSource(name, config)

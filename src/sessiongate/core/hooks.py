@@ -20,7 +20,7 @@ import json
 import random
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 SIGNATURE_HEADER = "X-Sessiongate-Signature"
 TIMESTAMP_HEADER = "X-Sessiongate-Timestamp"
@@ -98,3 +98,8 @@ def short_error(text: str) -> str:
     """One line, at most MAX_ERROR_CHARS, for `last_error`."""
     line = " ".join(text.split())
     return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 1] + "…"
+
+
+#: Where a webhook delivery stands: waiting (or retrying), done, or given up.
+DeliveryStatus = Literal["pending", "delivered", "failed"]
+DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = ("pending", "delivered", "failed")

@@ -51,3 +51,8 @@ class KeyRef:
 
     def __str__(self) -> str:
         return self.storage_id
+
+
+#: The two agent endpoints of seed 001, as recorded in `endpoint_last_key.endpoint` and in
+#: a message's `transport` metadata: a key belongs to the one whose turn created it.
+SEED_ENDPOINTS = ("claude", "codex")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
@@ -221,3 +223,14 @@ def markdown_title(text: str) -> str | None:
         if match and match.group(1).strip():
             return match.group(1).strip()[:MAX_TITLE_CHARS]
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    note_id: str
+    owner: str
+    title: str | None
+    #: Where the note came from (a file's relative path on import); None when unsaid.
+    source: str | None
+    content: str
+    created_at: datetime

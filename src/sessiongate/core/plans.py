@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sessiongate.core.tool_calls import ToolSpec
 from sessiongate.core.tool_schema import check_arguments
-from sessiongate.models.base import ToolSpec
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 #: What a synthesis step (no tool) puts in the context log (seed 002's wording).

@@ -38,7 +38,7 @@ class RotationReason(StrEnum):
     SEMANTIC = "semantic"
     REVERT = "revert"
     #: An OpenAI-compatible client re-sent its conversation with an earlier message
-    #: edited: the new segment continues the shared part (service/conversation_reconcile.py).
+    #: edited: the new segment continues the shared part (service/conversation/reconcile.py).
     FORK = "fork"
 
 

@@ -18,7 +18,7 @@ applied every time context is assembled, so no stored history can break a model 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sessiongate.core.segments import Message, Role
@@ -209,3 +209,14 @@ def inline_steps(items: Sequence[ThreadItem]) -> list[dict[str, Any]]:
             continue
         wire.append({"role": item.role, "content": item.content})
     return wire
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as a model sees it. `parameters` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )

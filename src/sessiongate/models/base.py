@@ -18,8 +18,11 @@ Wire messages (plain dicts, so the hot text path builds no objects):
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+# A tool as a model sees it is a record every layer shares, so it lives in the core.
+from sessiongate.core.tool_calls import ToolSpec as ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,17 +41,6 @@ class Usage:
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A tool as a model sees it. `parameters` is a JSON Schema object."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sessiongate.config_models import ModelConfig
+from sessiongate.config.models import ModelConfig
 from sessiongate.core.context import estimate_tokens
 from sessiongate.errors import ConfigError, ModelError
 from sessiongate.models.base import (

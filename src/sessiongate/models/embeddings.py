@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sessiongate.config import Settings
-from sessiongate.config_models import ModelConfig
+from sessiongate.config.models import ModelConfig
 from sessiongate.core.notes import Vectors
 from sessiongate.errors import ConfigError, SessionGateError
 from sessiongate.models.retry import api_key_for, require_model

@@ -3,7 +3,7 @@
 Deterministic and honest: it says plainly that no model is configured and echoes what it
 was asked, so a fresh install works end to end without pretending to be an assistant.
 Standing in for configured models that failed (a fallback chain ending in `offline`), it
-says instead that the model is unavailable (`standing_in`, used by service/model_steps.py).
+says instead that the model is unavailable (`standing_in`, used by service/turn/model_steps.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Server-sent events from a provider's raw body: the `data:` lines, in linear time and
-bounded memory. Both HTTP adapters (models/openai.py, models/anthropic.py) read their
-streams through `data_lines`.
+bounded memory. Both HTTP adapters (models/openai/adapter.py,
+models/anthropic/adapter.py) read their streams through `data_lines`.
 
 Why not rejoin and resplit a text buffer per network chunk: a line that never ends costs
 time quadratic in its length that way (a 25 MB line without a newline took 16 s of CPU,

@@ -3,7 +3,7 @@ core/agent_access.py over the configured routes, modes, seed endpoints and agent
 the caller's modes as the mode store has them now.
 
 Every transport that lets a client name an agent asks here before anything is queued
-or written; a turn asks again when it starts (service/turns.py), so a path that forgets
+or written; a turn asks again when it starts (service/turn/pipeline.py), so a path that forgets
 to ask is still refused. The answer that needs no mode state is kept per user (it
 depends on the configuration alone); only an agent that a mode's route alone reaches
 costs a look at the mode store.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sessiongate.config_compat import CompatConfig
+from sessiongate.config.compat import CompatConfig
 from sessiongate.core.agent_access import (
     AccessPolicy,
     AgentGrant,
@@ -106,7 +106,7 @@ class AgentAccess:
 
     async def check_overrides(self, caller: Caller, changes: Mapping[str, Any]) -> None:
         """An override may name only a model that one of the caller's agents lists (a
-        turn uses it only where its own agent lists it: service/turn_reply.py)."""
+        turn uses it only where its own agent lists it: service/turn/reply.py)."""
         named = [(f, changes[f]) for f in OVERRIDE_MODEL_FIELDS if isinstance(changes.get(f), str)]
         if not named:
             return

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Literal
 
 from sessiongate.config import Settings
-from sessiongate.config_agents import AgentConfig
-from sessiongate.config_handoff import HandoffConfig
-from sessiongate.config_hooks import ExtractTasksFor
-from sessiongate.config_routing import ActionsPolicy, ClassifierConfig, OutputContract
+from sessiongate.config.agents import AgentConfig
+from sessiongate.config.handoff import HandoffConfig
+from sessiongate.config.hooks import ExtractTasksFor
+from sessiongate.config.routing import ActionsPolicy, ClassifierConfig, OutputContract
 from sessiongate.core.agent_access import agent_models
 from sessiongate.core.context import DEFAULT_MAX_TOOL_RESULT_CHARS, ContextFile
 from sessiongate.errors import NotFound
@@ -53,7 +53,7 @@ class AgentProfile:
     output_contract: OutputContract = "none"
     actions: ActionsPolicy = "off"
     #: `none`: a stateless agent: nothing is kept; over the OpenAI route the client's
-    #: message list is the whole context (service/client_reply.py).
+    #: message list is the whole context (service/turn/client_reply.py).
     history: Literal["keep", "none"] = "keep"
     #: The `[voices]` entry its replies are spoken with, unless the turn's mode has one.
     voice: str | None = None

@@ -37,13 +37,13 @@ import re
 import time
 from datetime import UTC, timedelta
 
-from sessiongate.config_artifacts import ArtifactsConfig
+from sessiongate.config.artifacts import ArtifactsConfig
+from sessiongate.core.artifacts import Artifact, ArtifactCopy
 from sessiongate.core.clock import Clock
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import ConfigError
-from sessiongate.store.artifact_copies_base import ArtifactCopy, ArtifactCopyStore, CopyJob
+from sessiongate.store.artifact_copies import ArtifactCopyStore, CopyJob
 from sessiongate.store.artifact_files import ArtifactFiles, owner_directory
-from sessiongate.store.artifacts_base import Artifact
 from sessiongate.store.webdav import WebDavError, WebDavFolder
 
 log = logging.getLogger(__name__)

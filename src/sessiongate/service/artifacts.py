@@ -21,14 +21,15 @@ import re
 from pathlib import Path
 
 from sessiongate.config import Settings
+from sessiongate.core.artifacts import Artifact, ArtifactCopy
 from sessiongate.core.clock import Clock
 from sessiongate.core.ids import IdGenerator, is_session_id
 from sessiongate.core.keys import KeyRef, validate_session_key
 from sessiongate.errors import ContentTooLarge, InvalidInput, NotFound
 from sessiongate.service.artifact_copy import ArtifactCopier
-from sessiongate.store.artifact_copies_base import ArtifactCopy, ArtifactCopyStore
+from sessiongate.store.artifact_copies import ArtifactCopyStore
 from sessiongate.store.artifact_files import ArtifactFiles
-from sessiongate.store.artifacts_base import Artifact, ArtifactStore
+from sessiongate.store.artifacts import ArtifactStore
 from sessiongate.store.base import Store
 
 #: `type/subtype`, lower case, without parameters (RFC 6838's restricted-name characters).
@@ -181,17 +182,17 @@ def build_artifact_service(
     settings: Settings, store: Store, clock: Clock, ids: IdGenerator
 ) -> ArtifactService:
     """The artifact rows beside the session store's (same connection or pool)."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     rows: ArtifactStore
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_artifacts import SQLiteArtifactStore
+        from sessiongate.store.sqlite.artifacts import SQLiteArtifactStore
 
         rows = SQLiteArtifactStore(store)
     else:
         # Imported here so a SQLite gateway never loads the driver.
-        from sessiongate.store.postgres import PostgresStore
-        from sessiongate.store.postgres_artifacts import PostgresArtifactStore
+        from sessiongate.store.postgres.artifacts import PostgresArtifactStore
+        from sessiongate.store.postgres.store import PostgresStore
 
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no artifact store for {type(store).__name__}")
@@ -209,14 +210,14 @@ def build_artifact_service(
 
 def copy_rows(store: Store) -> ArtifactCopyStore:
     """The copy queue beside the artifact rows."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_artifact_copies import SQLiteArtifactCopyStore
+        from sessiongate.store.sqlite.artifact_copies import SQLiteArtifactCopyStore
 
         return SQLiteArtifactCopyStore(store)
-    from sessiongate.store.postgres import PostgresStore
-    from sessiongate.store.postgres_artifact_copies import PostgresArtifactCopyStore
+    from sessiongate.store.postgres.artifact_copies import PostgresArtifactCopyStore
+    from sessiongate.store.postgres.store import PostgresStore
 
     if not isinstance(store, PostgresStore):
         raise TypeError(f"no artifact copy store for {type(store).__name__}")

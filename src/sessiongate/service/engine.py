@@ -14,7 +14,7 @@ from sessiongate.agents.delegate import AgentToolSource
 from sessiongate.agents.registry import ToolRegistry
 from sessiongate.agents.runtime import AgentRunner, check_agents
 from sessiongate.config import Settings
-from sessiongate.config_models import ModelConfig
+from sessiongate.config.models import ModelConfig
 from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.control import BUILTIN_JUDGE, LexicalTopicJudge, TopicJudge
 from sessiongate.core.ids import IdGenerator
@@ -26,7 +26,7 @@ from sessiongate.models.offline import OfflineModel
 from sessiongate.service.agent_access import AgentAccess, endpoint_agents
 from sessiongate.service.agents import DEFAULT_TURN_TIMEOUT, AgentProfile, build_profiles
 from sessiongate.service.artifacts import ArtifactService, build_artifact_service
-from sessiongate.service.conversations import ConversationService, build_conversation_service
+from sessiongate.service.conversation.locate import ConversationService, build_conversation_service
 from sessiongate.service.handoff import HandoffService, user_message_from
 from sessiongate.service.hooks import HookService, build_hook_service
 from sessiongate.service.idempotency import IdempotencyService, build_idempotency_service
@@ -35,15 +35,15 @@ from sessiongate.service.notes import NoteService, build_note_service
 from sessiongate.service.overrides import OverrideTargets
 from sessiongate.service.retention import RetentionService, build_retention_service
 from sessiongate.service.routing import RouteService
-from sessiongate.service.scripted_reply import ScriptedReplies
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.speech import SpeechService
 from sessiongate.service.storage import build_store, open_store
 from sessiongate.service.task_extraction import build_task_extractor
 from sessiongate.service.tasks import TaskService, build_task_service
-from sessiongate.service.turn_journal import TurnJournal
-from sessiongate.service.turn_recovery import StoredTurns, build_turn_records
-from sessiongate.service.turns import TurnService
+from sessiongate.service.turn.journal import TurnJournal
+from sessiongate.service.turn.pipeline import TurnService
+from sessiongate.service.turn.recovery import StoredTurns, build_turn_records
+from sessiongate.service.turn.scripted_reply import ScriptedReplies
 from sessiongate.service.users import UserService
 from sessiongate.store.base import Store
 
@@ -78,7 +78,7 @@ class Engine:
     #: Exactly-once turns: requests with an `Idempotency-Key` (service/idempotency.py).
     idempotency: IdempotencyService | None = None
     #: This process's recent turns, readable again after a dropped connection
-    #: (GET /v1/turns/{id}/events, a socket's `resume`; service/turn_journal.py).
+    #: (GET /v1/turns/{id}/events, a socket's `resume`; service/turn/journal.py).
     turn_journal: TurnJournal | None = None
 
     async def start(self) -> None:
@@ -141,11 +141,11 @@ def build_reply_model(name: str, config: ModelConfig) -> ReplyModel:
 
         return CommandModel.from_config(name, config)
     if config.provider == "openai":
-        from sessiongate.models.openai import OpenAIChatModel
+        from sessiongate.models.openai.adapter import OpenAIChatModel
 
         return OpenAIChatModel.from_config(name, config)
     if config.provider == "anthropic":
-        from sessiongate.models.anthropic import AnthropicModel
+        from sessiongate.models.anthropic.adapter import AnthropicModel
 
         return AnthropicModel.from_config(name, config)
     raise ConfigError(f"models.{name}.provider: unknown provider {config.provider!r}")
@@ -192,7 +192,7 @@ def build_engine(
     tools = ToolRegistry()
     if settings.mcp:
         # Imported here so a gateway without MCP servers never loads the SDK.
-        from sessiongate.agents.mcp import McpToolSource
+        from sessiongate.agents.mcp.source import McpToolSource
 
         for server, server_config in settings.mcp.items():
             tools.add_source(McpToolSource(server, server_config))

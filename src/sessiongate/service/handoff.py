@@ -1,7 +1,7 @@
 """Seed 000's hybrid hand-off, the shell around `core/handoff*.py`: after the reply of an
 agent whose model cannot call tools has streamed, keep what it promised.
 
-`HandoffService.for_turn` gives the turn a `ReplyAddendum` (service/plain_reply.py runs
+`HandoffService.for_turn` gives the turn a `ReplyAddendum` (service/turn/plain_reply.py runs
 it after the last reply token, before the reply is kept). It:
 
 1. matches the agent's patterns on the reply (no match: returns "", no event);
@@ -28,9 +28,16 @@ from dataclasses import dataclass
 
 from sessiongate.agents.registry import ToolRegistry, ToolResult
 from sessiongate.agents.tools import ToolContext
-from sessiongate.config_handoff import HandoffConfig
+from sessiongate.config.handoff import HandoffConfig
 from sessiongate.core.events import HandoffEvent
-from sessiongate.core.handoff import (
+from sessiongate.core.handoff.classification import (
+    MAX_ANSWER_CHARS,
+    HandoffRequest,
+    classifier_messages,
+    decide,
+    parse_request,
+)
+from sessiongate.core.handoff.intents import (
     INTENTS,
     Intent,
     artifact_in,
@@ -40,14 +47,7 @@ from sessiongate.core.handoff import (
     result_text,
     tools_for,
 )
-from sessiongate.core.handoff_classification import (
-    MAX_ANSWER_CHARS,
-    HandoffRequest,
-    classifier_messages,
-    decide,
-    parse_request,
-)
-from sessiongate.core.handoff_patterns import IntentPatterns, patterns_for
+from sessiongate.core.handoff.patterns import IntentPatterns, patterns_for
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Role
 from sessiongate.core.users import Caller
@@ -57,9 +57,9 @@ from sessiongate.models.base import (
     ReplyModel,
 )
 from sessiongate.service.agents import AgentProfile
-from sessiongate.service.plain_reply import ReplyAddendum
 from sessiongate.service.sessions import SessionService
-from sessiongate.service.turn_handle import TurnHandle
+from sessiongate.service.turn.handle import TurnHandle
+from sessiongate.service.turn.plain_reply import ReplyAddendum
 
 log = logging.getLogger("sessiongate.handoff")
 
@@ -120,7 +120,7 @@ def prepare(agent: AgentProfile, models: Mapping[str, ReplyModel]) -> AgentHando
 
 
 class HandoffService:
-    """The `HandoffStage` of the turn service (service/turn_ports.py)."""
+    """The `HandoffStage` of the turn service (service/turn/ports.py)."""
 
     def __init__(
         self,

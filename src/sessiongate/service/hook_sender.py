@@ -2,7 +2,7 @@
 from the store and POSTs them, signed, never on a turn's path. Queueing them is
 service/hooks.py's part.
 
-It claims due rows (store/hooks_base.py: one statement, `FOR UPDATE SKIP LOCKED` on
+It claims due rows (store/hooks.py: one statement, `FOR UPDATE SKIP LOCKED` on
 PostgreSQL, so several processes never send one row twice at once), POSTs each with
 httpx under the hook's `timeout`, and marks it delivered (any 2xx), due again after a
 backoff with jitter (anything else), or failed after `max_attempts`. A restart resumes
@@ -23,7 +23,7 @@ from datetime import timedelta
 import httpx
 
 from sessiongate import __version__
-from sessiongate.config_hooks import HookConfig
+from sessiongate.config.hooks import HookConfig
 from sessiongate.core.clock import Clock
 from sessiongate.core.hooks import (
     DELIVERY_HEADER,
@@ -35,7 +35,7 @@ from sessiongate.core.hooks import (
     signature,
 )
 from sessiongate.models.retry import parse_retry_after
-from sessiongate.store.hooks_base import HookDelivery, HookStore
+from sessiongate.store.hooks import HookDelivery, HookStore
 
 log = logging.getLogger(__name__)
 

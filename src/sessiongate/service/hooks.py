@@ -2,7 +2,7 @@
 background worker (service/hook_sender.py), signed, retried with backoff, never on a
 turn's path.
 
-- Queueing. `turn.completed` comes from the after-turn listener (service/after_turn.py)
+- Queueing. `turn.completed` comes from the after-turn listener (service/turn/after.py)
   and `tasks.extracted` from task extraction, both already in the background;
   `session.rotated` from the session service's rotation listener, which fires inside the
   rotating operation, so it only schedules the insert and returns. Queueing is one
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from sessiongate.config import Settings
-from sessiongate.config_hooks import HookConfig, public_url
+from sessiongate.config.hooks import HookConfig, public_url
 from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.hooks import delivery_body, iso
 from sessiongate.core.ids import IdGenerator
@@ -36,13 +36,13 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import RotationRecord
 from sessiongate.errors import ConfigError
 from sessiongate.service.hook_sender import POLL_SECONDS, HookSender
-from sessiongate.service.turn_handle import FinishedTurn
+from sessiongate.service.turn.handle import FinishedTurn
 from sessiongate.store.base import Store
-from sessiongate.store.hooks_base import HookDelivery, HookStore
+from sessiongate.store.hooks import HookDelivery, HookStore
 
 if TYPE_CHECKING:
     from sessiongate.service.sessions import SessionService
-    from sessiongate.service.turns import TurnService
+    from sessiongate.service.turn.pipeline import TurnService
 
 log = logging.getLogger(__name__)
 
@@ -263,15 +263,15 @@ def hook_secrets(hooks: Sequence[HookConfig]) -> dict[str, bytes]:
 
 def build_hook_store(store: Store) -> HookStore:
     """The delivery rows beside the session store's (same connection or pool)."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_hooks import SQLiteHookStore
+        from sessiongate.store.sqlite.hooks import SQLiteHookStore
 
         return SQLiteHookStore(store)
     # Imported here so a SQLite gateway never loads the driver.
-    from sessiongate.store.postgres import PostgresStore
-    from sessiongate.store.postgres_hooks import PostgresHookStore
+    from sessiongate.store.postgres.hooks import PostgresHookStore
+    from sessiongate.store.postgres.store import PostgresStore
 
     if not isinstance(store, PostgresStore):
         raise TypeError(f"no hook store for {type(store).__name__}")

@@ -38,9 +38,9 @@ from sessiongate.core.events import (
     TurnEvent,
 )
 from sessiongate.errors import Conflict, InvalidInput, SessionGateError
-from sessiongate.service.turn_handle import TurnHandle
+from sessiongate.service.turn.handle import TurnHandle
 from sessiongate.store.base import Store
-from sessiongate.store.idempotency_base import IdempotencyRecord, IdempotencyStore
+from sessiongate.store.idempotency import IdempotencyRecord, IdempotencyStore
 
 #: 1-200 characters of a safe alphabet (UUIDs, ULIDs, base64url and the like).
 _KEY = re.compile(r"[A-Za-z0-9._:~+/=-]{1,200}")
@@ -283,17 +283,17 @@ def build_idempotency_service(
     store: Store, clock: Clock, retention: timedelta
 ) -> IdempotencyService:
     """The idempotency rows beside the session store's (same connection or pool)."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     rows: IdempotencyStore
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_idempotency import SQLiteIdempotencyStore
+        from sessiongate.store.sqlite.idempotency import SQLiteIdempotencyStore
 
         rows = SQLiteIdempotencyStore(store)
     else:
         # Imported here so a SQLite gateway never loads the driver.
-        from sessiongate.store.postgres import PostgresStore
-        from sessiongate.store.postgres_idempotency import PostgresIdempotencyStore
+        from sessiongate.store.postgres.idempotency import PostgresIdempotencyStore
+        from sessiongate.store.postgres.store import PostgresStore
 
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no idempotency store for {type(store).__name__}")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sessiongate.config_routing import MODE_NAME, ModeConfig
+from sessiongate.config.routing import MODE_NAME, ModeConfig
 from sessiongate.core.clock import Clock
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.modes import (
@@ -27,7 +27,7 @@ from sessiongate.core.users import User, validate_user_name
 from sessiongate.durations import format_duration
 from sessiongate.errors import Forbidden, InvalidInput, NotFound
 from sessiongate.store.base import Store
-from sessiongate.store.modes_base import ModeStore
+from sessiongate.store.modes import ModeStore
 
 #: The most modes one user may have enabled (and one PATCH may name).
 MAX_ENABLED = 32
@@ -259,17 +259,17 @@ def build_mode_service(
     modes: Mapping[str, ModeConfig], store: Store, clock: Clock, ids: IdGenerator
 ) -> ModeService:
     """The mode rows beside the session store's (same connection or pool)."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     rows: ModeStore
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_modes import SQLiteModeStore
+        from sessiongate.store.sqlite.modes import SQLiteModeStore
 
         rows = SQLiteModeStore(store)
     else:
         # Imported here so a SQLite gateway never loads the driver.
-        from sessiongate.store.postgres import PostgresStore
-        from sessiongate.store.postgres_modes import PostgresModeStore
+        from sessiongate.store.postgres.modes import PostgresModeStore
+        from sessiongate.store.postgres.store import PostgresStore
 
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no mode store for {type(store).__name__}")

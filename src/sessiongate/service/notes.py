@@ -29,12 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from sessiongate.config import Settings
-from sessiongate.config_tools import NotesConfig
+from sessiongate.config.tools import NotesConfig
 from sessiongate.core.clock import Clock
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.notes import (
     MAX_LIMIT,
     MAX_PAGE,
+    Note,
     Vectors,
     chunk_text,
     reciprocal_rank_fusion,
@@ -49,7 +50,7 @@ from sessiongate.core.notes import (
 from sessiongate.errors import InvalidInput, NotFound
 from sessiongate.models.embeddings import Embedder, EmbeddingsFailed, build_embedder
 from sessiongate.store.base import Store
-from sessiongate.store.notes_base import ChunkVectors, Note, NoteStore
+from sessiongate.store.notes import ChunkVectors, NoteStore
 
 log = logging.getLogger("sessiongate.notes")
 
@@ -290,17 +291,17 @@ def build_note_service(
     settings: Settings, store: Store, clock: Clock, ids: IdGenerator
 ) -> NoteService:
     """The notes beside the session store's rows (same connection or pool)."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     rows: NoteStore
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_notes import SQLiteNoteStore
+        from sessiongate.store.sqlite.notes import SQLiteNoteStore
 
         rows = SQLiteNoteStore(store)
     else:
         # Imported here so a SQLite gateway never loads the driver.
-        from sessiongate.store.postgres import PostgresStore
-        from sessiongate.store.postgres_notes import PostgresNoteStore
+        from sessiongate.store.postgres.notes import PostgresNoteStore
+        from sessiongate.store.postgres.store import PostgresStore
 
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no note store for {type(store).__name__}")

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sessiongate.config_lifecycle import parse_day_boundary
+from sessiongate.config.lifecycle import parse_day_boundary
 from sessiongate.core.rotation import LifecyclePolicy
 from sessiongate.durations import parse_optional_duration
 from sessiongate.errors import InvalidInput, NotFound

@@ -30,7 +30,7 @@ from sessiongate.core.retention import RetentionAction, RetentionPolicy, Skip, d
 from sessiongate.errors import ConfigError
 from sessiongate.service.sessions import SessionService
 from sessiongate.store.base import Store
-from sessiongate.store.retention_base import IdleKey, RetentionStore
+from sessiongate.store.retention import IdleKey, RetentionStore
 
 log = logging.getLogger("sessiongate.retention")
 
@@ -213,17 +213,17 @@ def build_retention_service(
     settings: Settings, store: Store, sessions: SessionService
 ) -> RetentionService:
     """The retention queries beside the session store's (same connection or pool)."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     queries: RetentionStore
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_retention import SQLiteRetentionStore
+        from sessiongate.store.sqlite.retention import SQLiteRetentionStore
 
         queries = SQLiteRetentionStore(store)
     else:
         # Imported here so a SQLite gateway never loads the driver.
-        from sessiongate.store.postgres import PostgresStore
-        from sessiongate.store.postgres_retention import PostgresRetentionStore
+        from sessiongate.store.postgres.retention import PostgresRetentionStore
+        from sessiongate.store.postgres.store import PostgresStore
 
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no retention queries for {type(store).__name__}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
-from sessiongate.config_routing import ModeConfig, RouteConfig
+from sessiongate.config.routing import ModeConfig, RouteConfig
 from sessiongate.core.modes import ModeState
 from sessiongate.core.routing import (
     Route,

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from sessiongate.core.clock import Clock
-from sessiongate.core.keys import KeyRef
+from sessiongate.core.keys import SEED_ENDPOINTS, KeyRef
 from sessiongate.errors import Conflict
 from sessiongate.store.base import Store
-from sessiongate.store.endpoints_base import SEED_ENDPOINTS, EndpointStore
+from sessiongate.store.endpoints import EndpointStore
 
 log = logging.getLogger("sessiongate.api")
 
@@ -116,17 +116,17 @@ class SeedEndpoints:
 
 def build_seed_endpoints(store: Store, clock: Clock) -> SeedEndpoints:
     """The endpoint rows beside the session store's (same connection or pool)."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     rows: EndpointStore
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_endpoints import SQLiteEndpointStore
+        from sessiongate.store.sqlite.endpoints import SQLiteEndpointStore
 
         rows = SQLiteEndpointStore(store)
     else:
         # Imported here so a SQLite gateway never loads the driver.
-        from sessiongate.store.postgres import PostgresStore
-        from sessiongate.store.postgres_endpoints import PostgresEndpointStore
+        from sessiongate.store.postgres.endpoints import PostgresEndpointStore
+        from sessiongate.store.postgres.store import PostgresStore
 
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no endpoint store for {type(store).__name__}")

@@ -20,6 +20,9 @@ from sessiongate.errors import ImportFormatError, SessionGateError, SessionNotFo
 from sessiongate.service.overrides import OverrideTargets, validate_overrides
 from sessiongate.service.thread_cache import ThreadCache
 from sessiongate.store.base import Store
+
+# The longest line an import may hold: the HTTP layer reads an import's body up to it.
+from sessiongate.store.exchange import MAX_LINE_BYTES as MAX_LINE_BYTES
 from sessiongate.store.exchange import ChainParser, ChainRecords, retarget
 from sessiongate.store.export_format import key_line, message_line, rotation_line, segment_line
 from sessiongate.store.locks import KeyLocks

@@ -28,19 +28,19 @@ import weakref
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing, suppress
 
-from sessiongate.config_routing import ModeConfig
-from sessiongate.config_voice import VoiceConfig
+from sessiongate.config.routing import ModeConfig
+from sessiongate.config.voice import VoiceConfig
+from sessiongate.core.artifacts import Artifact
 from sessiongate.core.events import AudioEvent, AudioPartEvent
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import InvalidInput, SessionGateError
 from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService, ArtifactTooLarge
 from sessiongate.service.speech_parts import PartGrouper, ReadyPart
-from sessiongate.service.turn_handle import InboundTurn, TurnHandle
+from sessiongate.service.turn.handle import InboundTurn, TurnHandle
 from sessiongate.speech.base import WAV_MEDIA_TYPE, SpeechEngine, SpeechError
 from sessiongate.speech.sentences import prepare, split_sentences
 from sessiongate.speech.wav import PcmAudio, concat, parse_wav, silence
-from sessiongate.store.artifacts_base import Artifact
 
 log = logging.getLogger("sessiongate.speech")
 

@@ -16,14 +16,14 @@ def build_store(settings: Settings) -> tuple[Store, UserStore, KeyLocks]:
     PostgreSQL."""
     if settings.database.backend == "postgres":
         # Imported here so a SQLite gateway never loads the driver.
-        from sessiongate.store.postgres import PostgresStore
-        from sessiongate.store.postgres_locks import PostgresKeyLocks
-        from sessiongate.store.postgres_users import PostgresUserStore
+        from sessiongate.store.postgres.locks import PostgresKeyLocks
+        from sessiongate.store.postgres.store import PostgresStore
+        from sessiongate.store.postgres.users import PostgresUserStore
 
         pg = PostgresStore(settings.database.url, pool_size=settings.database.pool_size)
         return pg, PostgresUserStore(pg), PostgresKeyLocks(lambda: pg.lock_pool)
-    from sessiongate.store.sqlite import SQLiteStore
-    from sessiongate.store.sqlite_users import SQLiteUserStore
+    from sessiongate.store.sqlite.store import SQLiteStore
+    from sessiongate.store.sqlite.users import SQLiteUserStore
 
     store = SQLiteStore.open(settings.sqlite_path, synchronous=settings.database.synchronous)
     return store, SQLiteUserStore(store), KeyLocks()

@@ -3,7 +3,7 @@ seed 000): after a complete turn, the agent's control model reads the exchange a
 tasks it names go into the user's tasks, with the turn as their source; then a
 `tasks.extracted` hook event.
 
-It runs as an after-turn listener (service/after_turn.py): in the background, once the
+It runs as an after-turn listener (service/turn/after.py): in the background, once the
 reply is kept, so it never delays or changes a reply. Every failure (a model that fails
 or times out, an answer that is not the promised JSON: core/task_extraction.py) adds
 nothing and is logged without the exchange's text. By default only turns of users who
@@ -38,8 +38,8 @@ from sessiongate.models.base import ReplyModel
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.hooks import COMPLETED, HookService
 from sessiongate.service.tasks import TaskService
-from sessiongate.service.turn_handle import FinishedTurn
-from sessiongate.store.tasks_base import Task
+from sessiongate.service.turn.handle import FinishedTurn
+from sessiongate.store.tasks import Task
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from sessiongate.core.tasks import (
 )
 from sessiongate.errors import Conflict, InvalidInput, NotFound
 from sessiongate.store.base import Store
-from sessiongate.store.tasks_base import Task, TaskStore, TaskUpdate
+from sessiongate.store.tasks import Task, TaskStore, TaskUpdate
 
 
 class TaskNotFound(NotFound):
@@ -178,17 +178,17 @@ def build_task_service(
     store: Store, clock: Clock, ids: IdGenerator, *, max_tasks: int = 10_000
 ) -> TaskService:
     """The task rows beside the session store's (same connection or pool)."""
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     rows: TaskStore
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_tasks import SQLiteTaskStore
+        from sessiongate.store.sqlite.tasks import SQLiteTaskStore
 
         rows = SQLiteTaskStore(store)
     else:
         # Imported here so a SQLite gateway never loads the driver.
-        from sessiongate.store.postgres import PostgresStore
-        from sessiongate.store.postgres_tasks import PostgresTaskStore
+        from sessiongate.store.postgres.store import PostgresStore
+        from sessiongate.store.postgres.tasks import PostgresTaskStore
 
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no task store for {type(store).__name__}")

@@ -8,7 +8,7 @@ in-place clear mark and the same message count the entry last saw. A rotation, a
 revert, a clear, or a message appended by another gateway process changes one of
 those, and the next turn reloads. Erasure and import drop the key's entry explicitly,
 since they can bring back a session id with other content; with PostgreSQL, other
-processes hear of those through LISTEN/NOTIFY (store/postgres_events.py).
+processes hear of those through LISTEN/NOTIFY (store/postgres/events.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ The steps, in this order:
    search rows, and every erase hook — the key's conversation index rows, its queued
    webhook deliveries, seed 001's endpoint memory, anything made since step 2. Then
    their tasks, through the task service.
-4. One transaction for the rest (store/user_erasure_base.py): notes with their chunks,
+4. One transaction for the rest (store/user_erasure.py): notes with their chunks,
    keyword index rows and vectors, mode unlocks, idempotency records, conversation index
    rows, endpoint memory, every webhook delivery that names them, their API keys and
    last the user's row, with its enabled modes.
@@ -34,7 +34,7 @@ from sessiongate.errors import Conflict, SessionNotFound
 from sessiongate.service.engine import Engine
 from sessiongate.service.modes import UserNotFound
 from sessiongate.store.base import Store
-from sessiongate.store.user_erasure_base import UserErasureStore
+from sessiongate.store.user_erasure import UserErasureStore
 
 log = logging.getLogger("sessiongate.audit")
 
@@ -124,15 +124,15 @@ def user_erasure(engine: Engine) -> UserErasure:
 
 
 def erasure_rows(store: Store) -> UserErasureStore:
-    from sessiongate.store.sqlite import SQLiteStore
+    from sessiongate.store.sqlite.store import SQLiteStore
 
     if isinstance(store, SQLiteStore):
-        from sessiongate.store.sqlite_user_erasure import SQLiteUserErasureStore
+        from sessiongate.store.sqlite.user_erasure import SQLiteUserErasureStore
 
         return SQLiteUserErasureStore(store)
     # Imported here so a SQLite gateway never loads the driver.
-    from sessiongate.store.postgres import PostgresStore
-    from sessiongate.store.postgres_user_erasure import PostgresUserErasureStore
+    from sessiongate.store.postgres.store import PostgresStore
+    from sessiongate.store.postgres.user_erasure import PostgresUserErasureStore
 
     if not isinstance(store, PostgresStore):
         raise TypeError(f"no user erasure for {type(store).__name__}")

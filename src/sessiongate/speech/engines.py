@@ -12,8 +12,8 @@ import logging
 import os
 from collections.abc import Mapping
 
-from sessiongate.config_models import ModelConfig
-from sessiongate.config_voice import VoiceConfig
+from sessiongate.config.models import ModelConfig
+from sessiongate.config.voice import VoiceConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.retry import PLACEHOLDER_KEY, api_key_for
 from sessiongate.speech.base import SpeechEngine

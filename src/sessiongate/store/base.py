@@ -1,6 +1,6 @@
 """The store ports. The services talk only to these protocols; adapters implement them
-(SQLite: store/sqlite.py, store/sqlite_users.py; PostgreSQL: store/postgres.py,
-store/postgres_users.py).
+(SQLite: store/sqlite/store.py, store/sqlite/users.py; PostgreSQL: store/postgres/store.py,
+store/postgres/users.py).
 
 Methods are async so a network database can implement them without blocking; the SQLite
 adapter answers inline because a local WAL write costs less than a thread hop.

@@ -5,7 +5,7 @@ Each count runs inside the transaction that would add the key or the segment, an
 an index (`session_keys_by_owner`, `segments_by_key`), stopping at the cap: its cost is
 bounded by the cap, not by how much a user already holds. Concurrent writers cannot both
 pass a cap: SQLite's BEGIN IMMEDIATE admits one writer at a time in every process; on
-PostgreSQL a rotation holds its key's row lock (store/postgres_rows.py `check_latest`),
+PostgreSQL a rotation holds its key's row lock (store/postgres/rows.py `check_latest`),
 and key creation and imports take a per-owner transaction lock first (`keys_cap_lock_name`).
 """
 

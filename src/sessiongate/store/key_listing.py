@@ -1,5 +1,5 @@
-"""Key listings, which both stores answer alike (store/sqlite_reads.py,
-store/postgres_reads.py): one query over keys and their segments, written once with the
+"""Key listings, which both stores answer alike (store/sqlite/reads.py,
+store/postgres/reads.py): one query over keys and their segments, written once with the
 dialect's placeholders, and the summary made from each of its rows.
 
 Keys come in storage-id order (`owner/name`, byte order: both stores compare keys with

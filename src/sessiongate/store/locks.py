@@ -1,7 +1,7 @@
 """Per-key serialisation: one queue per session key, no lock held for idle keys.
 
 Locks belong with the store: which lock serialises a key across processes depends on the
-database (in-process for SQLite; PostgreSQL advisory locks in postgres_locks.py)."""
+database (in-process for SQLite; PostgreSQL advisory locks in store/postgres/locks.py)."""
 
 from __future__ import annotations
 

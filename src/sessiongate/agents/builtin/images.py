@@ -24,8 +24,8 @@ from sessiongate.agents.builtin.arguments import parse_arguments, schema_of
 from sessiongate.agents.builtin.made_files import keep_made_file
 from sessiongate.agents.tools import FunctionTool, ToolContext, ToolFailed, ToolOutput
 from sessiongate.config import Settings
-from sessiongate.config_models import ModelConfig
-from sessiongate.config_tools import ImagesToolConfig
+from sessiongate.config.models import ModelConfig
+from sessiongate.config.tools import ImagesToolConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.base import ToolSpec
 from sessiongate.models.retry import api_key_for, require_model

@@ -27,7 +27,7 @@ from sessiongate.core.tasks import MAX_TITLE_CHARS
 from sessiongate.errors import SessionGateError
 from sessiongate.models.base import ToolSpec
 from sessiongate.service.tasks import TaskService, task_json
-from sessiongate.store.tasks_base import Task
+from sessiongate.store.tasks import Task
 
 SOURCE_NAME = "builtin-tasks"
 ADD = "tasks_add"

@@ -31,7 +31,7 @@ from sessiongate.agents.builtin.arguments import parse_arguments, schema_of
 from sessiongate.agents.builtin.made_files import keep_made_file
 from sessiongate.agents.tools import FunctionTool, ToolContext, ToolFailed, ToolOutput
 from sessiongate.config import Settings
-from sessiongate.config_handoff import VideoToolConfig
+from sessiongate.config.handoff import VideoToolConfig
 from sessiongate.errors import ConfigError
 from sessiongate.models.base import ToolSpec
 from sessiongate.service.artifacts import ArtifactService

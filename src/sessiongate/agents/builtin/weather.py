@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sessiongate.agents.builtin.arguments import parse_arguments, schema_of
 from sessiongate.agents.tools import FunctionTool, ToolContext, ToolFailed, ToolOutput
-from sessiongate.config_tools import WeatherToolConfig
+from sessiongate.config.tools import WeatherToolConfig
 from sessiongate.models.base import ToolSpec
 
 NAME = "weather_current"

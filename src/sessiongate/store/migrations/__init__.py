@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sessiongate.errors import MigrationError
 
 if TYPE_CHECKING:
-    from sessiongate.store.postgres_rows import Connection
+    from sessiongate.store.postgres.rows import Connection
 
 _NAME_RE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 

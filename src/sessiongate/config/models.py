@@ -1,0 +1,22 @@
+"""Configuration of one model (`[models.<name>]`): its provider, where it is, which
+environment variable holds its key, its timeouts and retries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import Field
+
+from sessiongate.config.base import Duration, Section
+
+
+class ModelConfig(Section):
+    provider: Literal["openai", "anthropic", "offline", "command"] = "offline"
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    command: list[str] = []
+    connect_timeout: Duration = timedelta(seconds=10)
+    read_timeout: Duration = timedelta(seconds=120)
+    max_retries: int = Field(2, ge=0, le=10)

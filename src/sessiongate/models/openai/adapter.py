@@ -1,0 +1,278 @@
+"""The `openai` provider: any OpenAI-compatible chat-completions server (OpenAI, Ollama,
+vLLM, llama.cpp, LM Studio) through the official SDK, streamed.
+
+Retries are ours, not the SDK's (its `max_retries` is 0): only we know whether a token has
+already reached the client, after which retrying would silently restart the answer.
+
+When a reply is complete: the first choice reported a `finish_reason`. That is the model
+saying why it stopped ("stop", "length", "content_filter", "tool_calls"), and every text
+delta and tool-call piece of the choice comes before it. Tool calls stream in pieces
+(models/openai/wire.py assembles them) and are yielded whole, after the text, when the
+finish_reason arrives: before it, a call's arguments may still grow.
+
+`data: [DONE]` is only the server's end of the SSE stream: it ends the reading, but on its
+own it is not enough (a server or proxy that gives up mid-generation can still close the
+stream with it), so `[DONE]` or a clean end of the body without a `finish_reason` raises
+`IncompleteStream` after the text that came (a tool call not finished by then is never
+yielded). The other way round, a `finish_reason` followed by a body that closes, breaks or goes
+quiet before `[DONE]` is a complete reply: the text is whole by the model's own account,
+only the trailing usage chunk and `[DONE]` are missing (usage is then estimated), and
+several compatible servers end the body without `[DONE]` at all. Marking such a reply
+`interrupted` would tell the user a whole answer was cut.
+
+The SSE lines are read by models/sse.py, in linear time: a line longer than
+`max_line_bytes` (8 MiB) fails the stream as `model_bad_response`. Of each tool call's
+arguments only the request's `max_tool_argument_chars` are kept (models/tool_arguments.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any, ClassVar, TypeGuard
+
+import aiohttp
+import anyio
+import httpx2
+import openai
+import orjson
+
+from sessiongate.config.models import ModelConfig
+from sessiongate.core.context import estimate_tokens
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    ModelCapabilities,
+    ModelChunk,
+    ModelOptions,
+    TextDelta,
+    Usage,
+    WireMessage,
+    text_of,
+)
+from sessiongate.models.openai.wire import ToolCallPieces, option_fields, to_openai
+from sessiongate.models.retry import (
+    PLACEHOLDER_KEY,
+    BadChunk,
+    Failure,
+    RetryPolicy,
+    StreamErrorObject,
+    StreamTruncated,
+    bad_response,
+    describe,
+    dropped_failure,
+    error_detail,
+    error_event_failure,
+    key_hint,
+    refused,
+    sdk_adapter_kwargs,
+    status_failure,
+    stream_with_retries,
+    timeout_error,
+    truncated_failure,
+    unexpected_failure,
+    unreachable_failure,
+)
+from sessiongate.models.sse import DEFAULT_MAX_LINE_BYTES, data_lines
+from sessiongate.models.tool_arguments import argument_limit
+
+log = logging.getLogger("sessiongate.models")
+
+# Failures while the body streams: it is read from the `httpx2.Response` itself, so the SDK
+# wraps none of them (as its README says of raw `with_streaming_response` iterators). The
+# aiohttp transport maps most aiohttp errors to httpx2's; the rest arrive as they are.
+_BODY_TIMEOUTS = (httpx2.TimeoutException, TimeoutError)
+_BODY_DROPS = (httpx2.TransportError, anyio.EndOfStream, aiohttp.ClientError, OSError)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class OpenAIChatModel:
+    capabilities: ClassVar[ModelCapabilities] = ModelCapabilities(
+        tools=True, images=True, json_output=True
+    )
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str = PLACEHOLDER_KEY,
+        api_key_env: str | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 120.0,
+        max_retries: int = 2,
+        base_delay: float = 0.5,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.label = f"model {name!r} (openai {model})"
+        self._max_line_bytes = max_line_bytes
+        self._key = api_key
+        self._key_hint = key_hint(name, api_key_env)
+        self._policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
+        timeout = openai.Timeout(read_timeout, connect=connect_timeout)
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,
+            # The SDK's aiohttp transport: far less CPU per streamed reply than its
+            # default HTTP stack when many sessions stream at once (bench/gateway_load.py).
+            http_client=openai.DefaultAioHttpClient(timeout=timeout),
+        )
+
+    @classmethod
+    def from_config(cls, name: str, config: ModelConfig) -> OpenAIChatModel:
+        return cls(name, **sdk_adapter_kwargs(name, config))
+
+    def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai(messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        # After the fixed fields, and only what `options` ask for: a text-only request's
+        # body stays byte for byte what it was.
+        payload.update(option_fields(options))
+        max_argument_chars = argument_limit(options)
+        return stream_with_retries(
+            lambda: self._attempt(payload, messages, max_argument_chars),
+            self._classify,
+            self._policy,
+            label=self.label,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def _attempt(
+        self, payload: dict[str, Any], messages: Sequence[WireMessage], max_argument_chars: int
+    ) -> AsyncGenerator[ModelChunk, None]:
+        # The SDK sends the request (auth, base URL, timeouts, typed status errors) through
+        # its public `post` for custom requests, asked for the `httpx2.Response` itself with
+        # the body left unread, and the SSE lines are parsed here: the typed `create` path
+        # transforms every message and builds a model per chunk, ~0.17 ms each, which at a
+        # 50-message window was most of the gateway's CPU per turn (bench/gateway_load.py).
+        response = await self._client.post(
+            "/chat/completions",
+            cast_to=httpx2.Response,
+            # Encoded here: the SDK's pure-Python encoder costs more per turn.
+            content=orjson.dumps(payload),
+            stream=True,
+        )
+        parts: list[str] = []
+        calls = ToolCallPieces(max_argument_chars)
+        usage: Usage | None = None
+        finished = False
+        try:
+            # SSE split from raw bytes: cheaper than the client's text decoding, which
+            # re-detects the charset for every network chunk.
+            body = response.aiter_bytes()
+            async for data in data_lines(body, max_line_bytes=self._max_line_bytes):
+                if data == b"[DONE]":
+                    break
+                chunk = orjson.loads(data)
+                if isinstance(chunk, dict) and "error" in chunk:
+                    raise StreamErrorObject(chunk["error"])
+                text, chunk_usage, chunk_finished = _read_chunk(chunk, calls)
+                usage = chunk_usage or usage
+                if text:
+                    parts.append(text)
+                    yield TextDelta(text)
+                if chunk_finished and not finished:
+                    finished = True
+                    # Whatever the reason: arguments cut by "length" are invalid JSON,
+                    # which the tool registry answers to the model as an error.
+                    for call in calls.finish():
+                        yield call
+        except _BODY_DROPS as exc:  # timeouts included
+            if not finished:
+                raise
+            # The reply was whole; only the usage chunk and [DONE] were lost.
+            log.info(
+                "model_stream_tail_lost",
+                extra={"model": self.label, "detail": describe(exc, self._key)},
+            )
+        finally:
+            await response.aclose()
+        if not finished:
+            raise StreamTruncated
+        if usage is None:  # servers without stream_options support send no usage chunk
+            usage = Usage(
+                prompt_tokens=_estimate_prompt(messages),
+                completion_tokens=estimate_tokens("".join(parts) + calls.argument_text()),
+            )
+        yield usage
+
+    def _classify(self, exc: Exception, started: bool) -> Failure:
+        key = self._key
+        if isinstance(exc, openai.APIStatusError):
+            _, detail = error_detail(exc.body, key)
+            return status_failure(
+                exc.status_code, exc.response.headers, detail, key_hint=self._key_hint
+            )
+        if isinstance(exc, openai.APIConnectionError):  # before the answer's head
+            if isinstance(exc, openai.APITimeoutError) and not refused(exc):
+                # The aiohttp transport reports a refused connection as a connect timeout.
+                return Failure(timeout_error(started=False), detail=describe(exc, key))
+            return unreachable_failure(exc, key)
+        if isinstance(exc, StreamTruncated):
+            return truncated_failure(started=started)
+        if isinstance(exc, StreamErrorObject):
+            kind, detail = error_detail(exc.body, key)
+            return error_event_failure(kind, detail, started=started)
+        if isinstance(exc, _BODY_TIMEOUTS):
+            return Failure(timeout_error(started=started), detail=describe(exc, key))
+        if isinstance(exc, _BODY_DROPS):
+            return dropped_failure(exc, key, started=started)
+        if isinstance(exc, BadChunk | json.JSONDecodeError):  # orjson's is a subclass
+            return bad_response(describe(exc, key))
+        return unexpected_failure(exc, key)
+
+
+def _estimate_prompt(messages: Sequence[WireMessage]) -> int:
+    total = 0
+    for message in messages:
+        total += estimate_tokens(text_of(message.get("content", "")))
+        for call in message.get("tool_calls") or ():
+            total += estimate_tokens(str(call.get("arguments", "")))
+    return total
+
+
+def _read_chunk(chunk: object, calls: ToolCallPieces) -> tuple[str, Usage | None, bool]:
+    """`(text, usage, finished)` from one decoded chunk, its shape checked by hand; its
+    tool-call pieces go to `calls`."""
+    if not isinstance(chunk, dict):
+        raise BadChunk("a chunk that is not a JSON object")
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        raise BadChunk("a chunk without a choices list")
+    text, finished = "", False
+    for choice in choices[:1]:  # n=1: the first choice is the answer
+        if not isinstance(choice, dict):
+            raise BadChunk("a choice that is not an object")
+        delta = choice.get("delta")
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if content is not None and not isinstance(content, str):
+            raise BadChunk("delta.content is not a string")
+        text = content or ""
+        pieces = delta.get("tool_calls") if isinstance(delta, dict) else None
+        if pieces is not None:
+            calls.add(pieces)
+        finished = choice.get("finish_reason") is not None
+    raw = chunk.get("usage")
+    if raw is None:
+        return text, None, finished
+    prompt = raw.get("prompt_tokens") if isinstance(raw, dict) else None
+    completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
+    if not _is_int(prompt) or not _is_int(completion):
+        raise BadChunk("usage without integer token counts")
+    return text, Usage(prompt_tokens=prompt, completion_tokens=completion), finished
