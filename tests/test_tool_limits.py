@@ -19,6 +19,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from sessiongate.agents.tool_steps import MAX_REFUSED_CALLS
 from sessiongate.config import Settings
 from sessiongate.config.limits import LimitsConfig
 from sessiongate.core.clock import ManualClock
@@ -184,6 +185,31 @@ async def test_calls_past_the_per_step_limit_get_error_results_not_runs(
         "c4",
     ]
     assert [m["status"] for m in sent if m["role"] == "tool"] == ["ok"] * 2 + ["error"] * 3
+
+
+async def test_a_runaway_step_keeps_a_bounded_number_of_calls_and_says_how_many_it_dropped(
+    tmp_path: Path, clock: ManualClock, running: list[Engine]
+) -> None:
+    # 2 run and MAX_REFUSED_CALLS are refused; the other 20,000 are kept nowhere.
+    calls = [Call("add", {"a": n, "b": 1}, f"c{n}") for n in range(20_000 + 2 + MAX_REFUSED_CALLS)]
+    model = ToolModel(calls, "done")
+    engine = limited_engine(tmp_path, clock, model)
+    running.append(engine)
+    await engine.start()
+
+    events = await collect(engine, "add many times")
+    assert events[-1].type == "end", events
+    kept_calls = 2 + MAX_REFUSED_CALLS
+    assert len([e for e in events if e.type == "tool_start"]) == kept_calls
+    messages = await stored(engine)
+    asked = next(m for m in messages if m.metadata.get("tool_calls"))
+    assert len(asked.metadata["tool_calls"]) == kept_calls
+    assert asked.metadata["dropped_tool_calls"] == 20_000
+    assert len([m for m in messages if m.role is Role.TOOL]) == kept_calls
+    # The thread the model gets next holds every kept call with its result, no more.
+    sent = model.requests[1].messages
+    assert len([m for m in sent if m["role"] == "tool"]) == kept_calls
+    assert wire_size(sent) < 50_000
 
 
 async def test_the_model_is_told_the_argument_limit_so_adapters_keep_no_more(

@@ -13,7 +13,11 @@ assistant message, the replay journal and every later context), marked
 `arguments_truncated` with the real length in the call's metadata; otherwise megabytes of
 arguments would be resent to the model on every later turn. Calls past
 `max_tool_calls_per_step` in one step are answered with an `error` result too, not run:
-every call still has its result, so the history stays valid.
+every call still has its result, so the history stays valid. Past those, at most
+`MAX_REFUSED_CALLS` more are answered; a step asking for even more (a model that asked
+for 20,000 calls would otherwise leave 20,000 results in the thread, resent every turn)
+keeps only the first ones, and the assistant message says how many were dropped
+(`dropped_tool_calls`): a dropped call is in no message, so it needs no result.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from sessiongate.service.turn.agent_runtime import AgentTurn
 #: What is kept of arguments too large to run: enough for the model and a reader to see
 #: what the call was, small enough that resending it on every later turn costs nothing.
 CUT_ARGUMENTS_HEAD_CHARS = 1_000
+#: Calls past `max_tool_calls_per_step` that are still answered (with a refusal) before
+#: the rest of a runaway step is dropped unseen.
+MAX_REFUSED_CALLS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,11 @@ class ToolLimits:
     @classmethod
     def from_config(cls, limits: LimitsConfig) -> ToolLimits:
         return cls(limits.max_tool_argument_chars, limits.max_tool_calls_per_step)
+
+    @property
+    def max_kept_calls(self) -> int:
+        """The most calls of one step that are kept at all (run or refused)."""
+        return self.max_calls_per_step + MAX_REFUSED_CALLS
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,10 +44,11 @@ def call_records(
     calls: list[ToolCallChunk], turn_id: str, step: int, limits: ToolLimits
 ) -> list[StepCall]:
     """The calls with ids every provider accepts (a missing or repeated id gets one made
-    from the turn and step, so each result answers exactly one call), within `limits`."""
+    from the turn and step, so each result answers exactly one call), within `limits`:
+    only the first `limits.max_kept_calls` are kept at all (tool_steps.py)."""
     seen: set[str] = set()
     records = []
-    for index, call in enumerate(calls, start=1):
+    for index, call in enumerate(calls[: limits.max_kept_calls], start=1):
         call_id = call.call_id
         if not call_id or call_id in seen or len(call_id) > 64:
             call_id = f"call_{turn_id[-12:]}_{step}_{index}"
@@ -153,16 +154,15 @@ async def run_chat(
             return
         steps += 1
         calls = call_records(step.calls, turn.handle.turn_id, steps, limits)
-        await turn.append(
-            Role.ASSISTANT,
-            step.text,
-            {
-                "turn_id": turn.handle.turn_id,
-                "model": step.model,
-                "step": steps,
-                "tool_calls": [c.to_metadata() for c in calls],
-            },
-        )
+        kept: dict[str, Any] = {
+            "turn_id": turn.handle.turn_id,
+            "model": step.model,
+            "step": steps,
+            "tool_calls": [c.to_metadata() for c in calls],
+        }
+        if len(step.calls) > len(calls):
+            kept["dropped_tool_calls"] = len(step.calls) - len(calls)
+        await turn.append(Role.ASSISTANT, step.text, kept)
         wire.append(
             {
                 "role": "assistant",
