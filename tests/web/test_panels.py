@@ -103,9 +103,9 @@ async def test_settings_are_kept_cleared_and_refused_with_the_code(tmp_path: Pat
             await dialog.get_by_label("Reply model").fill("no-such-model")
             await dialog.get_by_label("Idle window").fill("")
             await dialog.get_by_role("button", name="Save settings").click()
-            # A model none of the user's agents lists is refused like any model they may
-        # not pick, whether or not it exists (core/agent_access.py).
-        await expect(dialog.locator(".error code")).to_have_text("model_not_allowed")
+            # A model none of the user's agents lists is refused like any model they
+            # may not pick, whether or not it exists (core/agent_access.py).
+            await expect(dialog.locator(".error code")).to_have_text("model_not_allowed")
             assert watched(page).errors == []
 
 
