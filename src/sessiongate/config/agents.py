@@ -14,6 +14,7 @@ from sessiongate.config.handoff import HandoffConfig
 from sessiongate.config.hooks import ExtractTasksFor
 from sessiongate.config.routing import ActionsPolicy, ClassifierConfig, OutputContract
 from sessiongate.config.tools import Runner, check_tool_patterns
+from sessiongate.config.working_set import WorkingSetConfig
 
 
 class AgentConfig(Section):
@@ -26,6 +27,8 @@ class AgentConfig(Section):
     control_fallback_models: list[str] | None = None
     memory_window: int | None = Field(None, ge=1, le=10_000)
     token_budget: int | None = Field(None, ge=256)
+    #: The working set: the reply's reserve, compaction (config/working_set.py).
+    context: WorkingSetConfig | None = None
     system_prompt: str | None = None
     context_files: list[str] | None = None
     #: The longest a whole turn may run (rotation, model calls, tools) before it is cut

@@ -20,3 +20,6 @@ class ModelConfig(Section):
     connect_timeout: Duration = timedelta(seconds=10)
     read_timeout: Duration = timedelta(seconds=120)
     max_retries: int = Field(2, ge=0, le=10)
+    #: The model's context window in tokens (unset: the table of known models in
+    #: core/budgets.py, else 8192; the offline and command stand-ins have none).
+    context_window: int | None = Field(None, ge=512, le=100_000_000)

@@ -14,7 +14,9 @@ from sessiongate.config.hooks import ExtractTasksFor
 from sessiongate.config.routing import ActionsPolicy, ClassifierConfig, OutputContract
 from sessiongate.core.agent_access import agent_models
 from sessiongate.core.context import DEFAULT_MAX_TOOL_RESULT_CHARS, ContextFile
+from sessiongate.core.working_set import DEFAULT_POLICY, WorkingSetPolicy
 from sessiongate.errors import NotFound
+from sessiongate.service.budgets import agent_budget, working_set_policy
 
 DEFAULT_AGENT = "main"
 DEFAULTS_SECTION = "defaults"
@@ -67,6 +69,11 @@ class AgentProfile:
     #: `[agents.X] users` (None: unset) and `[agents.X] models` (core/agent_access.py).
     users: tuple[str, ...] | None = None
     models: tuple[str, ...] = ()
+    #: The working set (`[agents.X.context]`, core/working_set.py): its policy, and the
+    #: token budget of the smallest window among the models its turns may use (None: no
+    #: model has a window, as the offline stand-in).
+    working_set: WorkingSetPolicy = DEFAULT_POLICY
+    context_budget: int | None = None
 
     @property
     def listed_models(self) -> frozenset[str]:
@@ -100,6 +107,7 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
     for name in names:
         cfg = merge_agent(name, defaults, settings.agents.get(name, AgentConfig()))
         files = tuple(_read_context_file(p, base_dir) for p in cfg.context_files or [])
+        policy = working_set_policy(defaults.context, settings.agents.get(name, AgentConfig()))
         profiles[name] = AgentProfile(
             name=name,
             reply_model=cfg.model or "offline",
@@ -133,6 +141,8 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
             extract_tasks_model=cfg.extract_tasks_model or cfg.control_model,
             users=None if cfg.users is None else tuple(cfg.users),
             models=tuple(cfg.models or ()),
+            working_set=policy,
+            context_budget=agent_budget(settings.models, cfg, policy),
         )
     return profiles
 
