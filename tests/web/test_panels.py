@@ -161,6 +161,26 @@ async def test_recall_with_a_rationale_reaches_the_next_turn(tmp_path: Path) -> 
             await expect(dialog.locator(".recalled")).to_have_count(0)
 
 
+async def test_the_context_viewer_without_a_recall_prints_no_null(tmp_path: Path) -> None:
+    """With no recall queued the dialog is the summary line then the context: nothing
+    between them (the "no recall" null once came out as the text `null`)."""
+    with gateway(tmp_path, echo_model()) as gw:
+        async with chromium() as browser, new_page(browser) as page:
+            await chat_on(page, gw, "plain")
+            await send(page, "hello there")
+            await wait_idle(page)
+            await page.get_by_role("button", name="Context").click()
+            body = page.get_by_role("dialog").locator(".dialog-body")
+            await expect(body.locator("ol.context li")).to_have_count(2)
+            text = await body.inner_text()
+            assert "null" not in text, text
+            children = await body.evaluate(
+                "(node) => [...node.childNodes].map((c) => c.nodeName + ':' + c.textContent)"
+            )
+            assert [child.split(":")[0] for child in children] == ["P", "OL"], children
+            assert watched(page).errors == []
+
+
 async def test_export_downloads_ndjson_and_imports_under_a_new_name(tmp_path: Path) -> None:
     with gateway(tmp_path, echo_model()) as gw:
         async with chromium() as browser, new_page(browser, accept_downloads=True) as page:

@@ -1,7 +1,7 @@
 // The per-key panels: the context viewer, recall, overrides, export and import.
 
 import { enc } from "./api.js";
-import { el, errorEl, openDialog, pretty, timeEl } from "./dom.js";
+import { append, clear, el, errorEl, openDialog, pretty, timeEl } from "./dom.js";
 
 function field(label, input) {
   const id = `f-${Math.random().toString(36).slice(2)}`;
@@ -54,7 +54,9 @@ export function showContext(api, key, { recall = null, segmentName = (id) => id 
         recall ? api.post(`/v1/sessions/${enc(key)}/recall`, recall) : null,
       ]);
       const fragments = recalled?.fragments || [];
-      body.replaceChildren(
+      // Through `append`, which leaves out the null of "no recall" (replaceChildren would
+      // write it as the text "null").
+      append(clear(body), [
         el(
           "p",
           {},
@@ -82,7 +84,7 @@ export function showContext(api, key, { recall = null, segmentName = (id) => id 
             ),
           ),
         ),
-      );
+      ]);
     } catch (error) {
       body.replaceChildren(errorEl(error));
     }
