@@ -226,6 +226,33 @@ async def test_a_key_created_through_one_endpoint_is_refused_by_the_other(gw: Ga
     ]
 
 
+@pytest.mark.parametrize("endpoint", ["claude", "codex"])
+async def test_a_frame_with_empty_content_is_skipped_as_the_seed_did(
+    gw: Gateway, endpoint: str
+) -> None:
+    """Seed 001's server went on to the next frame when `content` was empty: no error
+    frame for its app to show, no turn, nothing stored. `/v1/ws` keeps its
+    `invalid_content` for the same frames (tests/test_api_websocket.py)."""
+    key = f"quiet-{endpoint}"
+    async with app_of(gw, endpoint=endpoint, session_id=key) as app:
+        for frame in ({}, {"content": ""}, {"content": None}, {"content": "  \n "}):
+            await app.ws.send(json.dumps({**frame, "session_id": key, "device_id": "iphone-1"}))
+        assert await app.silent(0.5), app.seen
+        answered = await app.turn("now something")
+        assert answered.types[-1] == "complete", answered.frames
+        assert answered.end["message_count"] == 2
+        # The frame count still counts the skipped frames: this was the app's fifth.
+        assert answered.end["frame"] == 5
+        # Content of another kind is no empty message: still an error frame.
+        await app.ws.send(json.dumps({"content": 5, "session_id": key}))
+        refused = await app.until_end()
+        assert refused.types == ["error"] and refused.end["code"] == "invalid_content"
+    assert await stored(gw, key) == [
+        ("user", "now something"),
+        ("assistant", "reply to: now something"),
+    ]
+
+
 async def test_wrong_endpoint_in_the_url_is_an_error_frame_then_close(gw: Gateway) -> None:
     from websockets.asyncio.client import connect
 

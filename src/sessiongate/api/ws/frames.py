@@ -1,6 +1,7 @@
 """Checking one WebSocket text frame before it may become a turn: size, JSON, nesting.
 
 Each failure has its own code, answered in an error frame while the socket stays open.
+Seed 001's endpoints skip a frame with nothing to say instead (`seed_skips`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ def parse_frame(text: str, *, max_bytes: int, max_depth: int) -> dict[str, Any]:
     if json_depth(data) > max_depth:
         raise FrameError("frame_too_deep", f"a frame may nest at most {max_depth} levels")
     return data
+
+
+def seed_skips(data: dict[str, Any]) -> bool:
+    """Whether seed 001's endpoints pass over this frame without a word: its server read
+    `content` and went on to the next frame when it was empty (`if not user_message:
+    continue`), so its app never shows an error for one. Missing, null, empty and other
+    falsy content is skipped as it was; blank text too (that server sent it to the model;
+    the gateway never runs a blank turn, and a skip is what the app lives with). Content of
+    any other kind still gets its error frame, and `/v1/ws` answers every one of these
+    with `invalid_content`."""
+    content = data.get("content")
+    return not content or (isinstance(content, str) and not content.strip())
 
 
 def _strict_json_fallback(text: str, max_depth: int) -> Any:

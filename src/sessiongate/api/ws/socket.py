@@ -4,7 +4,8 @@ Protocol: the first text frame is the API key (`authenticated`, or
 `error:invalid_api_key` and close; silence for `server.ws_auth_timeout` closes). Then a
 `ready` frame with the key's history. Each client frame `{"content", "session_id"?,
 "device_id"?}` runs one turn, answered by `message` chunks and one `complete`; a bad frame
-gets an `error` frame and the connection stays open.
+gets an `error` frame and the connection stays open (on seed 001's endpoints a frame with
+empty content is skipped instead, as its server did: api/ws/frames.py).
 
 Frames are read as they arrive, whatever a turn is doing, so the connection's keep-alive
 never waits behind a queue of turns: each frame is checked at once (size, JSON, nesting),
@@ -40,14 +41,14 @@ from sessiongate.api.ws.broadcast_frames import (
     now_iso,
     user_message_frame,
 )
-from sessiongate.api.ws.frames import FrameError, parse_frame
+from sessiongate.api.ws.frames import FrameError, parse_frame, seed_skips
 from sessiongate.api.ws.keys import SocketKeys
 from sessiongate.api.ws.link import GONE, SocketLink, SocketServices, install
 from sessiongate.api.ws.render import event_id, history_within, render
 from sessiongate.api.ws.resume import MAX_RESUMES, is_resume, open_resume
 from sessiongate.core.content import validate_content
 from sessiongate.core.events import StartEvent
-from sessiongate.core.keys import KeyRef
+from sessiongate.core.keys import SEED_ENDPOINTS, KeyRef
 from sessiongate.core.users import User
 from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine
@@ -219,6 +220,8 @@ class ChatSocket(SocketLink):
                 if is_resume(data):
                     self._resume(user, data, received)
                     continue
+                if self.endpoint in SEED_ENDPOINTS and seed_skips(data):
+                    continue  # seed 001's server said nothing to an empty message
             except FrameError as exc:
                 await self._error(exc.code, exc.message, frame_number=received)
                 continue
