@@ -17,6 +17,7 @@ OWNED_TABLES: tuple[tuple[str, str], ...] = (
     ("notes_versions", "owner"),
     ("mode_unlocks", "user_name"),
     ("idempotency_keys", "owner"),
+    ("responses", "owner"),
     ("endpoint_last_key", "owner"),
     ("conversation_nodes", "owner"),
     ("conversation_heads", "owner"),

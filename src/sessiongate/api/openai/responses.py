@@ -1,0 +1,325 @@
+"""OpenAI's Responses API, stateful for any model (DESIGN.md §14): `POST /v1/responses`,
+`GET` and `DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`.
+
+`model` names an agent. A response is a turn on a key; which key, in order:
+`previous_response_id` (that response's key: the newest response appends, an older one
+forks, as service/conversation/reconcile.py does for an edited list); the client's own
+conversation id (`session-id` or `thread-id` header, as Codex CLI sends, else
+`prompt_cache_key`), whose whole `input` is reconciled like a chat-completions list;
+else a new key `oai:resp:<id>`. With none of them and `store: false`, nothing is kept
+(a one-shot reply). Function tools are the client's tools; hosted tools are left out and
+said (`X-Hosted-Tools-Dropped`, and `metadata.sessiongate_hosted_tools_dropped`).
+Errors answer in OpenAI's shape on these routes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sessiongate.api.auth import CurrentUser, caller_for
+from sessiongate.api.openai.messages import fit_client_tools, parse_request
+from sessiongate.api.openai.response_render import (
+    OpenAIError,
+    not_found,
+    openai_error,
+    response_events,
+    sse,
+    whole_response,
+)
+from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
+from sessiongate.core.conversation import ClientMessage, Identity, chain, prefix_hashes
+from sessiongate.core.events import ErrorEvent
+from sessiongate.core.response_events import ResponseShell
+from sessiongate.core.responses import (
+    InvalidResponseInput,
+    as_chat_message,
+    input_messages,
+    last_user_text,
+    listed_items,
+    response_format_of,
+    split_tools,
+    tool_choice_of,
+)
+from sessiongate.core.users import Caller
+from sessiongate.errors import SessionGateError
+from sessiongate.models.base import capabilities_of
+from sessiongate.service.conversation.client_turn import ClientTurn
+from sessiongate.service.conversation.locate import derived_key
+from sessiongate.service.engine import Engine
+from sessiongate.service.responses import ResponseService, build_response_service
+from sessiongate.service.turn.client_reply import stateless_wire
+from sessiongate.service.turn.pipeline import InboundTurn
+
+router = APIRouter(prefix="/v1")
+
+#: The text a continuation with no user message of its own (tool results) is judged by.
+TOOL_RESULTS_TEXT = "(tool results)"
+
+
+class ResponseRequest(BaseModel):
+    # Sampling parameters, `reasoning`, `include` and the like are accepted and ignored.
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(min_length=1, max_length=200)
+    input: str | list[dict[str, Any]] = Field(max_length=10_000)
+    instructions: str | None = None
+    previous_response_id: str | None = Field(None, max_length=200)
+    conversation: str | dict[str, Any] | None = None
+    store: bool = True
+    stream: bool = False
+    background: bool = False
+    metadata: dict[str, str] | None = Field(None, max_length=16)
+    tools: list[dict[str, Any]] | None = Field(None, max_length=128)
+    tool_choice: str | dict[str, Any] | None = None
+    text: dict[str, Any] | None = None
+    max_output_tokens: int | None = Field(None, ge=1)
+    parallel_tool_calls: bool = True
+    prompt_cache_key: str | None = Field(None, max_length=512)
+
+
+def responses_of(request: Request) -> ResponseService:
+    """The app's response records, made at first use (erased with their key)."""
+    state = request.app.state
+    service: ResponseService | None = getattr(state, "responses", None)
+    if service is None:
+        engine: Engine = state.engine
+        if engine.conversations is None:
+            raise RuntimeError("this engine was built without conversations")
+        service = build_response_service(engine.sessions, engine.conversations)
+        state.responses = service
+    return service
+
+
+async def _request_body(request: Request) -> ResponseRequest:
+    try:
+        raw = orjson.loads(await request.body())
+    except orjson.JSONDecodeError:
+        raise OpenAIError(400, "The request body is not valid JSON.", "invalid_json") from None
+    if not isinstance(raw, dict):
+        raise OpenAIError(400, "The request body must be a JSON object.", "invalid_request")
+    try:
+        return ResponseRequest.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        param = ".".join(str(p) for p in error.get("loc", ())) or None
+        message = f"Invalid value for '{param}': {error.get('msg', 'invalid')}"
+        raise OpenAIError(400, message, "invalid_value", param) from None
+
+
+def _client_id(session_id: str | None, thread_id: str | None, body: ResponseRequest) -> str | None:
+    for value in (session_id, thread_id, body.prompt_cache_key):
+        if value is not None and value.strip():
+            return value.strip()[:512]
+    return None
+
+
+@router.post("/responses", response_model=None)
+async def create_response(
+    user: CurrentUser,
+    request: Request,
+    session_id: str | None = Header(None, alias="session-id", max_length=512),
+    thread_id: str | None = Header(None, alias="thread-id", max_length=512),
+) -> Response:
+    try:
+        body = await _request_body(request)
+        return await _create(
+            request, caller_for(user), body, _client_id(session_id, thread_id, body)
+        )
+    except OpenAIError as exc:
+        return exc.response()
+    except InvalidResponseInput as exc:
+        return openai_error(400, exc.message, "invalid_value", exc.param)
+    except SessionGateError as exc:
+        return openai_error(exc.status, exc.message, exc.code)
+
+
+async def _create(
+    request: Request, caller: Caller, body: ResponseRequest, client_id: str | None
+) -> Response:
+    engine: Engine = request.app.state.engine
+    conversations = engine.conversations
+    if conversations is None:
+        raise RuntimeError("this engine was built without conversations")
+    if body.background:
+        raise OpenAIError(400, "background responses are not supported yet.", None, "background")
+    if body.conversation is not None:
+        raise OpenAIError(400, "conversation is not supported yet.", None, "conversation")
+    try:
+        agent = await engine.turns.usable_agent(caller, body.model)
+    except SessionGateError:
+        message = f"The model '{body.model[:200]}' does not exist or you do not have access to it."
+        raise OpenAIError(400, message, "model_not_found", "model") from None
+    tools = split_tools(body.tools)
+    response_format = response_format_of(body.text)
+    raw = input_messages(body.input, body.instructions)
+    previous = None
+    if body.previous_response_id is not None:
+        previous = await responses_of(request).get(caller, body.previous_response_id)
+        if previous is None:
+            raise OpenAIError(
+                400,
+                f"Previous response with id '{body.previous_response_id[:100]}' not found.",
+                "previous_response_not_found",
+                "previous_response_id",
+            )
+        # What the client saw before its new input: the last user text (the turn's own
+        # text when the input holds none) and the previous answer.
+        earlier = input_messages(previous.input_items or [{"role": "user", "content": "-"}])
+        user_text = last_user_text(earlier) or TOOL_RESULTS_TEXT
+        answer = as_chat_message(previous.body.get("output") or [])
+        raw = [{"role": "user", "content": user_text}, answer, *raw]
+    model = engine.turns.models.get(agent.reply_model)
+    limits = engine.settings.limits
+    parsed = parse_request(
+        raw,
+        tools=list(tools.functions) or None,
+        tool_choice=tool_choice_of(body.tool_choice),
+        response_format=response_format,
+        vision=capabilities_of(model).images,
+        max_attachments=limits.max_attachments,
+        max_attachment_bytes=limits.max_attachment_bytes,
+    )
+    parsed, tools_note = fit_client_tools(agent, capabilities_of(model).tools, parsed)
+    headers = dict(tools_note)
+    metadata = dict(body.metadata or {})
+    if tools.dropped:
+        headers["X-Hosted-Tools-Dropped"] = ",".join(tools.dropped)
+        metadata["sessiongate_hosted_tools_dropped"] = ",".join(tools.dropped)[:512]
+    hashes = prefix_hashes(parsed.messages)
+    stateless = agent.history == "none" or (
+        previous is None and client_id is None and not body.store
+    )
+    key = ""
+    if stateless:
+        turn_id = engine.sessions.ids.new()
+        wire = stateless_wire(agent, parsed.system, parsed.wire)
+        handle = conversations.stateless.start(turn_id, agent, wire, parsed.options)
+        events = handle.events()
+        first = await anext(events)
+        if isinstance(first, ErrorEvent):
+            raise TurnFailed(first)
+        headers["X-Session-Identity"] = "none"
+    else:
+        if previous is not None:
+            key, identity = previous.key, Identity.KEY
+            hashes = _continuing(previous.response_id, previous.tip_hash, parsed.messages)
+        elif client_id is not None:
+            key, identity = derived_key("resp", client_id), Identity.CLIENT_ID
+        else:
+            key, identity = f"oai:resp:{engine.sessions.ids.new()}", Identity.NEW
+        inbound = InboundTurn(
+            key,
+            caller,
+            parsed.content,
+            agent=agent.name,
+            admitted=True,
+            attachments=parsed.attachments,
+            client=ClientTurn(parsed.messages, identity, parsed.system, parsed.options, hashes),
+        )
+        handle, first, events = await begin_turn(engine, inbound)
+        headers["X-Session-Key"] = getattr(first, "session_key", key)
+        headers["X-Session-Id"] = getattr(first, "session_id", "")
+        headers["X-Session-Identity"] = identity.value
+    response_id = "resp_" + handle.turn_id.replace("-", "")
+    shell = ResponseShell(
+        response_id,
+        int(time.time()),
+        body.model,
+        instructions=body.instructions,
+        metadata=metadata,
+        tools=body.tools or (),
+        tool_choice=body.tool_choice,
+        text_format=(body.text or {}).get("format"),
+        max_output_tokens=body.max_output_tokens,
+        previous_response_id=body.previous_response_id,
+        store=body.store,
+        parallel_tool_calls=body.parallel_tool_calls,
+    )
+    keep = body.store and not stateless
+    items = listed_items(body.input, response_id)
+
+    async def on_done(response: dict[str, Any]) -> None:
+        if keep and response["status"] != "failed":
+            await responses_of(request).record(caller, key, response, items)
+
+    def calls() -> list[dict[str, str]]:
+        return list(handle.tool_calls)
+
+    notice = engine.settings.openai.rotation_notice
+    if body.stream:
+
+        async def stream() -> Any:
+            async for event in response_events(shell, first, events, calls, notice, on_done):
+                yield sse(event)
+
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={**SSE_HEADERS, **headers}
+        )
+    response = await whole_response(shell, first, events, calls, notice, on_done)
+    if response.get("status") == "failed":
+        error = response.get("error") or {}
+        return openai_error(502, str(error.get("message", "")), str(error.get("code", "")))
+    return JSONResponse(response, headers=headers)
+
+
+def _continuing(response_id: str, tip: str, messages: tuple[ClientMessage, ...]) -> tuple[str, ...]:
+    """The hashes of a `previous_response_id` continuation: its list starts with the
+    previous user text and answer (never stored again), named here by the conversation
+    node the previous answer ended at, so the reconciler appends after it (the key's
+    newest) or forks there (an older one)."""
+    hashes = [f"~{response_id}:0", f"~{response_id}:1", tip]
+    for message in messages[2:]:
+        hashes.append(chain(hashes[-1], message))
+    return tuple(hashes)
+
+
+@router.get("/responses/{response_id}", response_model=None)
+async def get_response(response_id: str, user: CurrentUser, request: Request) -> Response:
+    found = await responses_of(request).get(caller_for(user), response_id)
+    if found is None:
+        return not_found("Response", response_id).response()
+    return JSONResponse(found.body)
+
+
+@router.delete("/responses/{response_id}", response_model=None)
+async def delete_response(response_id: str, user: CurrentUser, request: Request) -> Response:
+    if not await responses_of(request).delete(caller_for(user), response_id):
+        return not_found("Response", response_id).response()
+    return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+@router.get("/responses/{response_id}/input_items", response_model=None)
+async def input_items(
+    response_id: str,
+    user: CurrentUser,
+    request: Request,
+    after: str | None = None,
+    limit: int = 20,
+    order: str = "desc",
+) -> Response:
+    found = await responses_of(request).get(caller_for(user), response_id)
+    if found is None:
+        return not_found("Response", response_id).response()
+    if order not in ("asc", "desc") or not 1 <= limit <= 100:
+        return openai_error(400, "order must be asc or desc, limit 1-100.", "invalid_value")
+    items = list(found.input_items)
+    if order == "desc":
+        items.reverse()
+    if after is not None:
+        ids = [item.get("id") for item in items]
+        items = items[ids.index(after) + 1 :] if after in ids else []
+    page = items[:limit]
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit,
+        }
+    )

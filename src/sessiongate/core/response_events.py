@@ -1,0 +1,202 @@
+"""The Responses API's `response` object and its streamed events, pure (DESIGN.md §14):
+OpenAI's full sequence (`response.created`, `response.in_progress`, the output items,
+their content parts and deltas, then `response.completed` | `.failed` | `.incomplete`),
+each event with its `sequence_number`, as the official SDK's stream helper reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sessiongate.core.responses import call_item, message_item, output_items, usage_of
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseShell:
+    """What a response says of its request, whatever its outcome."""
+
+    response_id: str
+    created_at: int
+    model: str
+    instructions: str | None = None
+    metadata: Mapping[str, str] | None = None
+    tools: Sequence[Mapping[str, Any]] = ()
+    tool_choice: Any = "auto"
+    text_format: Mapping[str, Any] | None = None
+    max_output_tokens: int | None = None
+    previous_response_id: str | None = None
+    store: bool = True
+    parallel_tool_calls: bool = True
+
+    def response(
+        self,
+        status: str,
+        output: Sequence[Mapping[str, Any]] = (),
+        usage: Mapping[str, Any] | None = None,
+        error: Mapping[str, str] | None = None,
+        incomplete: str | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "id": self.response_id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "error": dict(error) if error else None,
+            "incomplete_details": {"reason": incomplete} if incomplete else None,
+            "instructions": self.instructions,
+            "max_output_tokens": self.max_output_tokens,
+            "model": self.model,
+            "output": [dict(item) for item in output],
+            "parallel_tool_calls": self.parallel_tool_calls,
+            "previous_response_id": self.previous_response_id,
+            "reasoning": {"effort": None, "summary": None},
+            "store": self.store,
+            "temperature": None,
+            "text": {"format": dict(self.text_format or {"type": "text"})},
+            "tool_choice": self.tool_choice if self.tool_choice is not None else "auto",
+            "tools": [dict(tool) for tool in self.tools],
+            "top_p": None,
+            "truncation": "disabled",
+            "usage": usage_of(usage) if usage is not None else None,
+            "metadata": dict(self.metadata or {}),
+        }
+
+
+def finished(
+    shell: ResponseShell,
+    text: str,
+    calls: Sequence[Mapping[str, str]],
+    usage: Mapping[str, Any] | None,
+    end_status: str,
+) -> dict[str, Any]:
+    """The whole response of a turn that ended: `completed`, or `incomplete` when the
+    reply was cut (`truncated`: max_output_tokens; `interrupted`)."""
+    incomplete = end_status in ("truncated", "interrupted")
+    item_status = "incomplete" if incomplete else "completed"
+    output = output_items(shell.response_id, text, calls, item_status)
+    return shell.response(
+        "incomplete" if incomplete else "completed",
+        output,
+        usage or {},
+        incomplete="max_output_tokens" if incomplete else None,
+    )
+
+
+def failed(shell: ResponseShell, code: str, message: str) -> dict[str, Any]:
+    return shell.response("failed", error={"code": code, "message": message})
+
+
+class ResponseEvents:
+    """One response's events in order, numbered from 0."""
+
+    def __init__(self, shell: ResponseShell) -> None:
+        self.shell = shell
+        self.sequence = 0
+        self.text: list[str] = []
+        self.message_open = False
+        self.message_id = f"msg_{shell.response_id.removeprefix('resp_')}"
+
+    def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
+        event = {"type": kind, "sequence_number": self.sequence, **fields}
+        self.sequence += 1
+        return event
+
+    def opening(self) -> list[dict[str, Any]]:
+        shown = self.shell.response("in_progress")
+        return [
+            self._event("response.created", response=shown),
+            self._event("response.in_progress", response=shown),
+        ]
+
+    def _open_message(self) -> list[dict[str, Any]]:
+        self.message_open = True
+        item = message_item(self.message_id, "", "in_progress")
+        item["content"] = []
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        where = {"item_id": self.message_id, "output_index": 0}
+        return [
+            self._event("response.output_item.added", output_index=0, item=item),
+            self._event("response.content_part.added", content_index=0, part=part, **where),
+        ]
+
+    def delta(self, text: str) -> list[dict[str, Any]]:
+        if not text:
+            return []
+        events = [] if self.message_open else self._open_message()
+        self.text.append(text)
+        events.append(
+            self._event(
+                "response.output_text.delta",
+                item_id=self.message_id,
+                output_index=0,
+                content_index=0,
+                delta=text,
+                logprobs=[],
+            )
+        )
+        return events
+
+    def _close_message(self, status: str) -> list[dict[str, Any]]:
+        text = "".join(self.text)
+        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+        where = {"item_id": self.message_id, "output_index": 0}
+        return [
+            self._event(
+                "response.output_text.done", content_index=0, text=text, logprobs=[], **where
+            ),
+            self._event("response.content_part.done", content_index=0, part=part, **where),
+            self._event(
+                "response.output_item.done",
+                output_index=0,
+                item=message_item(self.message_id, text, status),
+            ),
+        ]
+
+    def end(
+        self, calls: Sequence[Mapping[str, str]], usage: Mapping[str, Any], end_status: str
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The closing events and the whole response."""
+        response = finished(self.shell, "".join(self.text), calls, usage, end_status)
+        events: list[dict[str, Any]] = []
+        if not self.message_open and not calls:
+            events.extend(self._open_message())
+        if self.message_open:
+            events.extend(self._close_message(response["output"][0]["status"]))
+        first = 1 if self.message_open else 0
+        suffix = self.shell.response_id.removeprefix("resp_")
+        for index, call in enumerate(calls):
+            item_id = f"fc_{suffix}_{index}"
+            where = {"item_id": item_id, "output_index": first + index}
+            added = {**call_item(item_id, call, "in_progress"), "arguments": ""}
+            events.append(
+                self._event("response.output_item.added", output_index=first + index, item=added)
+            )
+            events.append(
+                self._event(
+                    "response.function_call_arguments.delta", delta=call["arguments"], **where
+                )
+            )
+            events.append(
+                self._event(
+                    "response.function_call_arguments.done",
+                    arguments=call["arguments"],
+                    name=call["name"],
+                    **where,
+                )
+            )
+            events.append(
+                self._event(
+                    "response.output_item.done",
+                    output_index=first + index,
+                    item=call_item(item_id, call),
+                )
+            )
+        kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
+        events.append(self._event(kind, response=response))
+        return events, response
+
+    def failure(self, code: str, message: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        response = failed(self.shell, code, message)
+        return [self._event("response.failed", response=response)], response

@@ -1,0 +1,63 @@
+"""Responses rows in the PostgreSQL database: the same answers as SQLiteResponseStore."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from sessiongate.store.postgres.rows import utc
+from sessiongate.store.postgres.store import PostgresStore
+from sessiongate.store.responses import COLUMNS, ResponseRecord
+
+
+def _record(row: Any) -> ResponseRecord:
+    return ResponseRecord(
+        response_id=row[0],
+        owner=row[1],
+        key=row[2],
+        tip_hash=row[3],
+        tip_position=int(row[4]),
+        body=orjson.loads(row[5]),
+        input_items=orjson.loads(row[6]),
+        created_at=utc(row[7]),
+    )
+
+
+class PostgresResponseStore:
+    """Shares the session store's pool."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    async def add(self, record: ResponseRecord) -> None:
+        await self._store.pool.execute(
+            f"INSERT INTO responses ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            record.response_id,
+            record.owner,
+            record.key,
+            record.tip_hash,
+            record.tip_position,
+            orjson.dumps(record.body).decode(),
+            orjson.dumps(record.input_items).decode(),
+            record.created_at,
+        )
+
+    async def get(self, owner: str, response_id: str) -> ResponseRecord | None:
+        row = await self._store.pool.fetchrow(
+            f"SELECT {COLUMNS} FROM responses WHERE response_id = $1 AND owner = $2",
+            response_id,
+            owner,
+        )
+        return None if row is None else _record(row)
+
+    async def delete(self, owner: str, response_id: str) -> bool:
+        status = await self._store.pool.execute(
+            "DELETE FROM responses WHERE response_id = $1 AND owner = $2", response_id, owner
+        )
+        return str(status).rsplit(" ", 1)[-1] != "0"
+
+    async def erase_key(self, owner: str, key: str) -> None:
+        await self._store.pool.execute(
+            "DELETE FROM responses WHERE owner = $1 AND key = $2", owner, key
+        )

@@ -1,0 +1,43 @@
+"""The ResponseStore protocol (DESIGN.md §14): a stored response's row, found by its id
+within its owner's namespace (SQLite: store/sqlite/responses.py; PostgreSQL:
+store/postgres/responses.py). The turn's messages are in the session store; this row
+adds what the Responses API shows and where a `previous_response_id` continues."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+COLUMNS = "response_id, owner, key, tip_hash, tip_position, body, input_items, created_at"
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseRecord:
+    response_id: str
+    owner: str
+    #: The session key the response's turn ran on.
+    key: str
+    #: The conversation node the answer ended at, and its position (the client's list
+    #: length): a later request continues from it, or forks there.
+    tip_hash: str
+    tip_position: int
+    #: The response object as the API shows it.
+    body: dict[str, Any]
+    #: The request's input items, as `input_items` lists them.
+    input_items: list[dict[str, Any]]
+    created_at: datetime
+
+
+class ResponseStore(Protocol):
+    async def add(self, record: ResponseRecord) -> None: ...
+
+    async def get(self, owner: str, response_id: str) -> ResponseRecord | None:
+        """The owner's response: another user's id is not found."""
+        ...
+
+    async def delete(self, owner: str, response_id: str) -> bool: ...
+
+    async def erase_key(self, owner: str, key: str) -> None:
+        """The key was erased: its responses go too."""
+        ...

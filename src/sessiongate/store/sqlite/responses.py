@@ -1,0 +1,65 @@
+"""Responses rows in the SQLite database (store/responses.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from sessiongate.store.responses import COLUMNS, ResponseRecord
+from sessiongate.store.sqlite.rows import from_micros, to_micros
+from sessiongate.store.sqlite.store import SQLiteStore
+
+
+def _record(row: Any) -> ResponseRecord:
+    return ResponseRecord(
+        response_id=row[0],
+        owner=row[1],
+        key=row[2],
+        tip_hash=row[3],
+        tip_position=int(row[4]),
+        body=orjson.loads(row[5]),
+        input_items=orjson.loads(row[6]),
+        created_at=from_micros(row[7]),
+    )
+
+
+class SQLiteResponseStore:
+    """Shares the session store's connection and transactions."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    async def add(self, record: ResponseRecord) -> None:
+        with self._store.transaction() as db:
+            db.execute(
+                f"INSERT INTO responses ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.response_id,
+                    record.owner,
+                    record.key,
+                    record.tip_hash,
+                    record.tip_position,
+                    orjson.dumps(record.body).decode(),
+                    orjson.dumps(record.input_items).decode(),
+                    to_micros(record.created_at),
+                ),
+            )
+
+    async def get(self, owner: str, response_id: str) -> ResponseRecord | None:
+        row = self._store.connection.execute(
+            f"SELECT {COLUMNS} FROM responses WHERE response_id = ? AND owner = ?",
+            (response_id, owner),
+        ).fetchone()
+        return None if row is None else _record(row)
+
+    async def delete(self, owner: str, response_id: str) -> bool:
+        with self._store.transaction() as db:
+            gone = db.execute(
+                "DELETE FROM responses WHERE response_id = ? AND owner = ?", (response_id, owner)
+            ).rowcount
+        return bool(gone)
+
+    async def erase_key(self, owner: str, key: str) -> None:
+        with self._store.transaction() as db:
+            db.execute("DELETE FROM responses WHERE owner = ? AND key = ?", (owner, key))

@@ -1,0 +1,417 @@
+"""The Responses API (DESIGN.md §14) through the official `openai` SDK against a gateway on
+loopback: create (streamed and not), the stream helper, retrieve, delete, input_items,
+`previous_response_id` (append, and an older one forks), a client's own conversation id
+re-sending its whole input, function tools with `function_call_output`, structured
+output, hosted tools left out and said, errors in OpenAI's shape, isolation between
+users."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
+
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    ModelCapabilities,
+    ModelChunk,
+    ModelOptions,
+    ReplyModel,
+    TextDelta,
+    ToolCallChunk,
+    Usage,
+    WireMessage,
+    text_of,
+)
+from tests.support.gateway import Gateway, gateway_settings, parse_sse, running_gateway
+
+TIMEOUT = 10.0
+PERSON = {"name": "Ada Lovelace", "age": 36}
+
+
+class ToolModel:
+    """Calls the first offered tool when the last message is the user's, answers a tool
+    result, writes `PERSON` for a response format, else numbers its answers."""
+
+    name = "resp"
+    capabilities = ModelCapabilities(tools=True, images=False, json_output=True)
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[list[dict[str, Any]], ModelOptions]] = []
+        self.count = itertools.count(1)
+
+    @property
+    def last(self) -> list[dict[str, Any]]:
+        return self.requests[-1][0]
+
+    async def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
+        self.requests.append(([dict(m) for m in messages], options))
+        last = messages[-1]
+        if options.tools and options.tool_choice != "none" and last["role"] == "user":
+            yield ToolCallChunk(
+                f"call_{next(self.count)}", options.tools[0].name, '{"city": "Paris"}'
+            )
+        elif options.response_format is not None:
+            yield TextDelta(json.dumps(PERSON))
+        else:
+            text = (
+                f"It is {last['content']}."
+                if last["role"] == "tool"
+                else f"answer {next(self.count)} to: {text_of(last['content'])}"
+            )
+            for index, word in enumerate(text.split(" ")):
+                yield TextDelta(word if index == 0 else " " + word)
+        yield Usage(prompt_tokens=len(messages), completion_tokens=5)
+
+
+@pytest.fixture(scope="module")
+def model() -> ToolModel:
+    return ToolModel()
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory, model: ToolModel) -> Iterator[Gateway]:
+    settings = gateway_settings(
+        tmp_path_factory.mktemp("responses"),
+        agents={
+            "defaults": {"model": "resp", "users": ["*"]},
+            "main": {"system_prompt": "You are the gateway's agent."},
+            "secret": {"users": ["bob"]},
+        },
+    )
+    models: dict[str, ReplyModel] = {"resp": model}
+    with running_gateway(settings, models) as gateway:
+        yield gateway
+
+
+def sdk(gw: Gateway, user: str = "alice") -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=gw.url + "/v1", api_key=gw.keys[user], max_retries=0, timeout=TIMEOUT
+    )
+
+
+@pytest.fixture
+def client(gw: Gateway) -> Iterator[openai.OpenAI]:
+    with sdk(gw) as c:
+        yield c
+
+
+@pytest.fixture
+def rest(gw: Gateway) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gw.url, timeout=TIMEOUT, headers=gw.auth("alice")) as c:
+        yield c
+
+
+def stored(rest: httpx.Client, key: str) -> list[tuple[str, str]]:
+    shown = rest.get(f"/v1/sessions/{key}")
+    assert shown.status_code == 200, shown.text
+    sid = shown.json()["latest"]["session_id"]
+    page = rest.get(f"/v1/sessions/{key}/segments/{sid}/messages").json()["messages"]
+    return [(m["role"], m["content"]) for m in page]
+
+
+def key_of(client: openai.OpenAI, **kwargs: Any) -> tuple[Response, str]:
+    raw = client.responses.with_raw_response.create(**kwargs)
+    return raw.parse(), raw.headers["X-Session-Key"]
+
+
+def test_create_answers_a_response_kept_on_its_own_key(
+    client: openai.OpenAI, rest: httpx.Client, model: ToolModel
+) -> None:
+    response, key = key_of(client, model="main", input="hello", instructions="Be brief.")
+    assert response.id.startswith("resp_") and response.status == "completed"
+    assert response.output_text.startswith("answer ") and response.output_text.endswith("hello")
+    assert response.usage is not None and response.usage.output_tokens == 5
+    assert key.startswith("oai:resp:")
+    assert stored(rest, key) == [("user", "hello"), ("assistant", response.output_text)]
+    # The instructions reach the model after the agent's own system text.
+    systems = [m["content"] for m in model.last if m["role"] == "system"]
+    assert systems[0] == "You are the gateway's agent." and systems[-1] == "Be brief."
+
+
+def test_previous_response_id_appends_and_instructions_are_not_carried(
+    client: openai.OpenAI, rest: httpx.Client, model: ToolModel
+) -> None:
+    first, key = key_of(client, model="main", input="one", instructions="Only once.")
+    second, key2 = key_of(client, model="main", input="two", previous_response_id=first.id)
+    assert key2 == key
+    assert [c for _, c in stored(rest, key)] == [
+        "one",
+        first.output_text,
+        "two",
+        second.output_text,
+    ]
+    sent = model.last
+    assert all(m["content"] != "Only once." for m in sent)
+    assert [m["content"] for m in sent if m["role"] != "system"][-3:] == [
+        "one",
+        first.output_text,
+        "two",
+    ]
+    assert second.previous_response_id == first.id
+
+
+def test_an_older_previous_response_id_forks(client: openai.OpenAI, rest: httpx.Client) -> None:
+    first, key = key_of(client, model="main", input="alpha")
+    second, _ = key_of(client, model="main", input="beta", previous_response_id=first.id)
+    third, _ = key_of(client, model="main", input="gamma", previous_response_id=first.id)
+    shown = rest.get(f"/v1/sessions/{key}").json()
+    assert [r["reason"] for r in shown["rotations"]] == ["fork"]
+    assert shown["latest"]["created_reason"] == "fork"
+    assert [c for _, c in stored(rest, key)] == [
+        "alpha",
+        first.output_text,
+        "gamma",
+        third.output_text,
+    ]
+    # The branch that was left keeps its answer: continuing it appends there.
+    assert second.output_text not in [c for _, c in stored(rest, key)]
+
+
+def test_streamed_events_follow_openai_sequence(client: openai.OpenAI) -> None:
+    events: list[ResponseStreamEvent] = list(
+        client.responses.create(model="main", input="stream me", stream=True)
+    )
+    kinds = [e.type for e in events]
+    assert kinds[:4] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
+    assert kinds[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    final = events[-1]
+    assert final.type == "response.completed"
+    assert final.response.output_text == text and text.endswith("stream me")
+
+
+def test_stream_helper_and_retrieve(client: openai.OpenAI) -> None:
+    with client.responses.stream(model="main", input="helper") as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert final.output_text == "".join(deltas)
+    again = client.responses.retrieve(final.id)
+    assert again.output_text == final.output_text and again.status == "completed"
+
+
+def test_function_tool_round_trip(client: openai.OpenAI, rest: httpx.Client) -> None:
+    tools: Any = [
+        {
+            "type": "function",
+            "name": "weather",
+            "description": "The weather in a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+        {"type": "web_search"},
+    ]
+    raw = client.responses.with_raw_response.create(
+        model="main", input="weather in Paris?", tools=tools
+    )
+    assert raw.headers["X-Hosted-Tools-Dropped"] == "web_search"
+    first = raw.parse()
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "weather"
+    assert json.loads(calls[0].arguments) == {"city": "Paris"}
+    assert (first.metadata or {})["sessiongate_hosted_tools_dropped"] == "web_search"
+    second = client.responses.create(
+        model="main",
+        previous_response_id=first.id,
+        tools=tools,
+        input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"}],
+    )
+    assert second.output_text == "It is sunny."
+    key = raw.headers["X-Session-Key"]
+    roles = [r for r, _ in stored(rest, key)]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+def test_streamed_function_call(client: openai.OpenAI) -> None:
+    tools: Any = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
+    with client.responses.stream(model="main", input="look it up", tools=tools) as stream:
+        kinds = [e.type for e in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.delta" in kinds
+    assert "response.function_call_arguments.done" in kinds
+    call = final.output[-1]
+    assert call.type == "function_call" and call.name == "lookup"
+
+
+def test_structured_output_passes_through(client: openai.OpenAI, model: ToolModel) -> None:
+    response = client.responses.create(
+        model="main",
+        input="who?",
+        text={
+            "format": {
+                "type": "json_schema",
+                "name": "person",
+                "schema": {"type": "object", "properties": {"name": {"type": "string"}}},
+            }
+        },
+    )
+    assert json.loads(response.output_text) == PERSON
+    fmt = model.requests[-1][1].response_format
+    assert fmt is not None and fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["name"] == "person"
+
+
+def test_client_conversation_id_reconciles_the_whole_input(gw: Gateway, rest: httpx.Client) -> None:
+    """Codex CLI's way: `store: false`, its session id in headers, the whole conversation
+    as `input` each time."""
+    headers = {"session-id": "codex-session-1", "thread-id": "codex-session-1"}
+    with sdk(gw) as client:
+        history: list[Any] = [
+            {"type": "message", "role": "developer", "content": "Act as a coding agent."},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        ]
+        raw = client.responses.with_raw_response.create(
+            model="main", input=history, store=False, extra_headers=headers
+        )
+        first = raw.parse()
+        key = raw.headers["X-Session-Key"]
+        assert raw.headers["X-Session-Identity"] == "client_id"
+        history += [item.model_dump(exclude_none=True) for item in first.output]
+        history.append({"type": "message", "role": "user", "content": "more"})
+        raw2 = client.responses.with_raw_response.create(
+            model="main", input=history, store=False, extra_headers=headers
+        )
+        assert raw2.headers["X-Session-Key"] == key
+        second = raw2.parse()
+        # store: false: not retrievable, not continuable.
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(first.id)
+    assert [c for _, c in stored(rest, key)] == [
+        "hi",
+        first.output_text,
+        "more",
+        second.output_text,
+    ]
+
+
+def test_store_false_without_ids_keeps_nothing(client: openai.OpenAI, rest: httpx.Client) -> None:
+    before = rest.get("/v1/sessions").json()
+    response = client.responses.create(model="main", input="forget me", store=False)
+    assert response.output_text.endswith("forget me")
+    assert (response.model_extra or {})["store"] is False
+    assert rest.get("/v1/sessions").json() == before
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="main", input="x", previous_response_id=response.id)
+    assert refused.value.code == "previous_response_not_found"
+
+
+def test_delete_and_input_items(client: openai.OpenAI) -> None:
+    response = client.responses.create(
+        model="main",
+        input=[
+            {"role": "user", "content": "first"},
+            {"role": "user", "content": [{"type": "input_text", "text": "second"}]},
+        ],
+    )
+    items = client.responses.input_items.list(response.id, order="asc")
+    texts = [
+        getattr(item.content[0], "text", None) for item in items.data if item.type == "message"
+    ]
+    assert texts == ["first", "second"]
+    client.responses.delete(response.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(response.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(response.id)
+
+
+def test_another_users_response_is_unknown(gw: Gateway, client: openai.OpenAI) -> None:
+    mine = client.responses.create(model="main", input="private")
+    with httpx.Client(base_url=gw.url, timeout=TIMEOUT, headers=gw.auth("bob")) as bob:
+        theirs = bob.get(f"/v1/responses/{mine.id}")
+        unknown = bob.get("/v1/responses/resp_doesnotexist")
+        assert theirs.status_code == unknown.status_code == 404
+        assert theirs.json()["error"].keys() == {"message", "type", "code", "param"}
+        assert theirs.json()["error"]["message"].replace(mine.id, "X") == unknown.json()["error"][
+            "message"
+        ].replace("resp_doesnotexist", "X")
+        for path in (f"/v1/responses/{mine.id}/input_items",):
+            assert bob.get(path).status_code == 404
+        assert bob.delete(f"/v1/responses/{mine.id}").status_code == 404
+        continued = bob.post(
+            "/v1/responses",
+            json={"model": "main", "input": "x", "previous_response_id": mine.id},
+        )
+        assert continued.status_code == 400
+        assert continued.json()["error"]["code"] == "previous_response_not_found"
+    assert client.responses.retrieve(mine.id).id == mine.id
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "main"}, "input"),
+        ({"model": "main", "input": []}, "input"),
+        (
+            {"model": "main", "input": [{"type": "message", "role": "robot", "content": "x"}]},
+            "input",
+        ),
+        ({"model": "main", "input": [{"type": "function_call_output", "output": "x"}]}, "input"),
+        ({"model": "main", "input": [{"type": "function_call_output", "call_id": "nope"}]}, None),
+        ({"model": "main", "input": "x", "tools": [{"name": "f"}]}, "tools"),
+        ({"model": "main", "input": "x", "text": {"format": {"type": "yaml"}}}, "text.format"),
+        ({"model": "main", "input": "x", "max_output_tokens": 0}, "max_output_tokens"),
+        ({"model": "main", "input": [1, 2]}, None),
+        ({"model": "", "input": "x"}, "model"),
+        ({"model": "main", "input": "x", "previous_response_id": "resp_x"}, "previous_response_id"),
+    ],
+)
+def test_bad_input_is_a_4xx_in_openais_shape(
+    rest: httpx.Client, body: dict[str, Any], param: str | None
+) -> None:
+    answer = rest.post("/v1/responses", json=body)
+    assert 400 <= answer.status_code < 500, answer.text
+    error = answer.json()["error"]
+    assert error.keys() == {"message", "type", "code", "param"}
+    if param is not None:
+        assert error["param"] is not None and error["param"].startswith(param), error
+
+
+def test_unknown_and_refused_agents_are_model_not_found(rest: httpx.Client) -> None:
+    for name in ("nobody", "secret"):
+        answer = rest.post("/v1/responses", json={"model": name, "input": "x"})
+        assert answer.status_code == 400
+        assert answer.json()["error"]["code"] == "model_not_found"
+    assert rest.post("/v1/responses", content=b"{not json").status_code == 400
+
+
+def test_shapes_validate_against_the_sdks_types(rest: httpx.Client) -> None:
+    """Every streamed event and the whole response, validated (not merely constructed)
+    by the installed SDK's pydantic types."""
+    events = TypeAdapter(ResponseStreamEvent)
+    tools = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
+    for body in (
+        {"model": "main", "input": "shapes"},
+        {"model": "main", "input": "shapes", "tools": tools},
+    ):
+        answer = rest.post("/v1/responses", json={**body, "stream": True})
+        assert answer.status_code == 200
+        seen = []
+        for kind, data in parse_sse(answer.text):
+            event = events.validate_python(data)
+            assert event.type == kind == data["type"]
+            seen.append(event)
+        last = seen[-1]
+        assert last.type == "response.completed"
+        Response.model_validate(last.response.model_dump())
+        whole = rest.post("/v1/responses", json=body)
+        Response.model_validate(whole.json())
