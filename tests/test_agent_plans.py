@@ -19,7 +19,7 @@ from sessiongate.service.engine import build_engine
 from tests.conftest import make_settings
 from tests.support.agent_models import ToolModel, toolbox
 from tests.support.gateway import gateway_settings, running_gateway
-from tests.support.helpers import ScriptedModel, collect, types
+from tests.support.helpers import collect, types
 
 PLAN = {
     "plan": [
@@ -153,7 +153,11 @@ async def test_an_invalid_plan_is_repaired_once_then_refused(
 
 def test_seed_002_chat_endpoint_and_the_tools_listing(tmp_path: Path) -> None:
     model = ToolModel(json.dumps(PLAN), explain)
-    other = ScriptedModel("ollama", reply=lambda m: "from the other provider")
+    # The other provider plans too (the runner asks the turn's reply model), and explains
+    # in words of its own: which model answered shows in the reply.
+    other = ToolModel(
+        json.dumps(PLAN), lambda messages, options: "from the other provider", name="ollama"
+    )
     settings = gateway_settings(
         tmp_path,
         agents={
@@ -182,6 +186,23 @@ def test_seed_002_chat_endpoint_and_the_tools_listing(tmp_path: Path) -> None:
             assert [d["type"] for d in data][:2] == ["start", "plan"]
             assert data[-1]["type"] == "end" and answer.headers["x-session-key"] == "lifehub:prime"
             assert {d["name"] for d in data if d["type"] == "tool_start"} == {"add", "echo"}
+            reply = "".join(d["content"] for d in data if d["type"] == "token")
+            assert reply.startswith("answer from:"), reply
+            assert len(model.requests) == 2 and other.requests == []
+
+            # `provider` switches this turn's reply model: the other one plans and answers.
+            body["provider"] = "ollama"
+            switched = client.post("/chat", json=body, headers=gw.auth("prime"))
+            assert switched.status_code == 200, switched.text
+            data = [
+                json.loads(line[6:])
+                for line in switched.text.splitlines()
+                if line.startswith("data: ")
+            ]
+            assert data[-1]["type"] == "end", data[-1]
+            reply = "".join(d["content"] for d in data if d["type"] == "token")
+            assert reply.strip() == "from the other provider", reply
+            assert len(other.requests) == 2 and len(model.requests) == 2
 
             body["provider"] = "nope"
             refused = client.post("/chat", json=body, headers=gw.auth("alice"))

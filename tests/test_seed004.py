@@ -27,6 +27,9 @@ from tests.support.openai_wire_server import WireAnswer, WireServer, openai_wire
 #: What the scripted classifier answers for the requests these tests send.
 UNSAFE_WORDS = ("wipe the disk", "steal")
 AGENT_WORDS = ("create a file", "fail on purpose", "no delimiter please", "loop forever")
+#: What the main model writes before the delimiter of a CHAT request that should have had
+#: no script: it would print, and exit non-zero, if anything ran it.
+CHAT_SCRIPT = "print('a chat request ran a script')\nraise SystemExit(7)"
 PNG = base64.b64encode(
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00"
     b"\x90wS\xde\x00\x00\x00\x0cIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00"
@@ -64,6 +67,9 @@ def respond(body: dict[str, Any]) -> WireAnswer:
                 "print(open('note.txt').read())"
             )
         return WireAnswer(f"{script}\n{DELIMITER}\nDone, I created the file.")
+    if "capital of France" in last:
+        # A script under a CHAT label: the gateway keeps it but must never run it.
+        return WireAnswer(f"{CHAT_SCRIPT}\n{DELIMITER}\nYou said: {last.splitlines()[-1]}")
     return WireAnswer(f"\n{DELIMITER}\nYou said: {last.splitlines()[-1]}")
 
 
@@ -160,9 +166,15 @@ def test_chat_request_answers_without_running_a_script(theo: tuple[Gateway, Wire
     assert body["ok"] is True
     assert body["classification"] == "---CHAT---"
     assert body["response"] == "You said: what is the capital of France"
+    # The model wrote a script anyway: CHAT never runs one (nothing ran, nothing was
+    # sent to the client), the script is only kept with the answer.
     assert body["action"] is None
     main = wire.bodies_for("theo-model")[-1]
     assert _text_of(main["messages"][-1]["content"]).startswith("---CHAT---\n")
+    role, content, metadata = stored(gw)[-1]
+    assert (role, content) == ("assistant", "You said: what is the capital of France")
+    assert metadata["script"] == CHAT_SCRIPT
+    assert "action" not in metadata
 
 
 def test_agent_request_runs_the_script_in_the_sandbox_then_answers(
