@@ -10,6 +10,7 @@ import pytest
 from starlette.requests import ClientDisconnect
 
 from sessiongate.api.limits import BodyTooLarge, import_lines
+from sessiongate.api.schemas import segment_json
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import ImportFormatError, KeyExists, SessionGateError
@@ -104,6 +105,43 @@ async def test_broken_export_lines_name_the_line_and_write_nothing(
     assert fragment.lower() in info.value.message.lower()
     assert isinstance(engine.store, SQLiteStore)  # SQLite only (conftest._SQLITE_ONLY)
     assert engine.store.connection.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+    assert await engine.store.get_key(REF) is None
+
+
+async def test_the_first_segment_is_first_in_the_export_as_show_and_the_api_say(
+    engine: Engine, clock: ManualClock
+) -> None:
+    lines = await build_history(engine, clock)
+    segments = [json.loads(line) for line in lines if json.loads(line)["type"] == "segment"]
+    assert [s["created_reason"] for s in segments] == ["first", "manual", "idle"]
+    view = await engine.sessions.show(KEY, ALICE)
+    assert [s.created_reason_name for s in view.segments] == ["first", "manual", "idle"]
+    assert [segment_json(s)["created_reason"] for s in view.segments] == [
+        "first",
+        "manual",
+        "idle",
+    ]
+
+
+async def test_an_older_export_with_null_for_the_first_segment_still_imports(
+    engine: Engine, clock: ManualClock
+) -> None:
+    lines = await build_history(engine, clock)
+    await engine.sessions.delete(KEY, ALICE)
+    older = mutate(lines, 1, created_reason=None)  # how exports wrote it before
+    assert json.loads(older[1])["type"] == "segment"
+    await engine.sessions.import_chain(older, ALICE)
+    again = list(await engine.sessions.export(KEY, ALICE))
+    assert again == lines
+
+
+async def test_only_the_first_segment_may_say_first(engine: Engine, clock: ManualClock) -> None:
+    lines = await build_history(engine, clock)
+    await engine.sessions.delete(KEY, ALICE)
+    later = next(i for i, line in enumerate(lines) if i > 1 and '"segment"' in line)
+    with pytest.raises(ImportFormatError) as info:
+        await engine.sessions.import_chain(mutate(lines, later, created_reason="first"), ALICE)
+    assert info.value.line == later + 1 and "first segment" in info.value.message
     assert await engine.store.get_key(REF) is None
 
 

@@ -110,7 +110,7 @@ def segment_json(s: Segment) -> dict[str, Any]:
         "status": s.status.value,
         "created_at": iso(s.created_at),
         "archived_at": iso(s.archived_at),
-        "created_reason": s.created_reason.value if s.created_reason else None,
+        "created_reason": s.created_reason_name,
         "parent_ids": list(s.parent_ids),
         "continues": list(s.continues),
         "message_count": s.message_count,

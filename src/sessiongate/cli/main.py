@@ -332,7 +332,7 @@ def sessions_show(key: str, config: ConfigOption = None, owner: OwnerOption = No
             segment.session_id,
             segment.status.value,
             segment.created_at.isoformat(timespec="seconds"),
-            segment.created_reason.value if segment.created_reason else "first",
+            segment.created_reason_name,
             str(segment.message_count),
         )
         for segment in view.segments

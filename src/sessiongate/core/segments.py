@@ -40,6 +40,13 @@ class RotationReason(StrEnum):
     #: An OpenAI-compatible client re-sent its conversation with an earlier message
     #: edited: the new segment continues the shared part (service/conversation/reconcile.py).
     FORK = "fork"
+    #: An item deleted through the Conversations API: the new segment holds the
+    #: remaining items (service/conversation_objects.py).
+    EDIT = "edit"
+
+
+#: The created reason of a chain's first segment, which no rotation made (stored as none).
+FIRST_SEGMENT = "first"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +66,14 @@ class Segment:
     context_started_at: datetime
     message_count: int
     last_activity_at: datetime
+    #: The rotation that made this segment; None for a chain's first segment (FIRST).
     created_reason: RotationReason | None
+
+    @property
+    def created_reason_name(self) -> str:
+        """What made the segment, as the API, the CLI and exports say it: the rotation's
+        reason, or `first` for the segment no rotation made."""
+        return self.created_reason.value if self.created_reason else FIRST_SEGMENT
 
     @property
     def active_message_count(self) -> int:

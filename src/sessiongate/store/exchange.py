@@ -18,6 +18,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, V
 from sessiongate.core.ids import is_session_id
 from sessiongate.core.keys import KeyRef, validate_session_key
 from sessiongate.core.segments import (
+    FIRST_SEGMENT,
     Message,
     MessageStatus,
     Role,
@@ -77,7 +78,8 @@ class _SegmentLine(_Strict):
     cleared_after_seq: int = Field(ge=0, le=MAX_STORED_INT)
     context_started_at: AwareDatetime
     last_activity_at: AwareDatetime
-    created_reason: RotationReason | None
+    #: `first` (null in older exports) for the chain's first segment, which no rotation made.
+    created_reason: RotationReason | Literal["first"] | None
 
 
 class _MessageLine(_Strict):
@@ -202,6 +204,14 @@ class _ChainBuilder:
                 raise self.fail(f"segment {line.session_id} links to unknown segment {parent}")
         if self.segments and self.segments[-1].archived_at is None:
             raise self.fail("only the last segment may be unarchived (latest)")
+        reason = line.created_reason
+        if reason == FIRST_SEGMENT:
+            if self.segments:
+                raise self.fail(
+                    f"segment {line.session_id} says {FIRST_SEGMENT!r}, but only the chain's"
+                    " first segment was made by no rotation"
+                )
+            reason = None
         assert self.header is not None
         self.segments.append(
             Segment(
@@ -216,7 +226,7 @@ class _ChainBuilder:
                 context_started_at=line.context_started_at,
                 message_count=0,
                 last_activity_at=line.last_activity_at,
-                created_reason=line.created_reason,
+                created_reason=None if reason is None else RotationReason(reason),
             )
         )
         self.segment_counts[line.session_id] = 0

@@ -68,7 +68,9 @@ def segment_line(s: Segment) -> str:
             "cleared_after_seq": s.cleared_after_seq,
             "context_started_at": _iso(s.context_started_at),
             "last_activity_at": _iso(s.last_activity_at),
-            "created_reason": s.created_reason.value if s.created_reason else None,
+            # `first` for the segment no rotation made, as `sessions show` and the API
+            # say (older exports wrote null there; import reads both).
+            "created_reason": s.created_reason_name,
         }
     )
 

@@ -76,7 +76,8 @@ export function renderChain(list, chain, shownSegment, { onShow, onRevert }) {
   const position = new Map(chain.segments.map((segment, index) => [segment.session_id, index + 1]));
   chain.segments.forEach((segment, index) => {
     const rotation = began.get(segment.session_id);
-    const reason = rotation?.reason || segment.created_reason;
+    // `first` (null from gateways before it) for the segment no rotation made.
+    const reason = rotation?.reason || (segment.created_reason === "first" ? null : segment.created_reason);
     const latest = segment.status === "latest";
     const canRevert = latest && reason === "semantic";
     list.append(
