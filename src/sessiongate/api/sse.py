@@ -13,7 +13,9 @@ from sessiongate.core.events import (
     AudioEvent,
     AudioPartEvent,
     ClassificationEvent,
+    CompactionEvent,
     ContextLogEvent,
+    ContextTrimmedEvent,
     EndEvent,
     ErrorEvent,
     HandoffEvent,
@@ -94,6 +96,9 @@ async def collect_reply(
                         step["duration_ms"] = event.duration_ms
             case ContextLogEvent():
                 result["context_log"] = event.log
+            case CompactionEvent() | ContextTrimmedEvent():
+                fields = {k: v for k, v in event_to_dict(event).items() if k != "type"}
+                result.setdefault(event.type, []).append(fields)
             case RouteEvent() | ClassificationEvent() | ActionResultEvent():
                 fields = event_to_dict(event)
                 kind = {"action_result": "action"}.get(str(fields.pop("type")), event.type)

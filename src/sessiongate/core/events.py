@@ -166,6 +166,31 @@ class ContextLogEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class CompactionEvent:
+    """A compaction of the working set (docs/working_set.md): `covers` is
+    `{first_seq, last_seq, count}`; `status` `done`, `waited` (the turn waited for it)
+    or `failed`."""
+
+    compaction_id: str | None
+    covers: dict[str, int]
+    tokens_before: int
+    tokens_after: int
+    model: str | None
+    status: str
+    type: Literal["compaction"] = "compaction"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextTrimmedEvent:
+    """Messages of the thread this turn's model does not see, raw or summarised:
+    `dropped` of them, the oldest, and why (`budget`: the model's window)."""
+
+    dropped: int
+    reason: str
+    type: Literal["context_trimmed"] = "context_trimmed"
+
+
+@dataclass(frozen=True, slots=True)
 class TokenEvent:
     content: str
     type: Literal["token"] = "token"
@@ -205,6 +230,8 @@ TurnEvent = (
     | ToolStartEvent
     | ToolEndEvent
     | ContextLogEvent
+    | CompactionEvent
+    | ContextTrimmedEvent
     | TokenEvent
     | EndEvent
     | ErrorEvent

@@ -5,12 +5,13 @@ prompt tokens providers report."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sessiongate.config.agents import AgentConfig
 from sessiongate.config.models import ModelConfig
 from sessiongate.config.working_set import WorkingSetConfig
 from sessiongate.core.budgets import corrected_ratio, resolve_budget
+from sessiongate.core.events import EndEvent, ToolStartEvent, TurnEvent
 from sessiongate.core.working_set import DEFAULT_COMPACT_AT, DEFAULT_KEEP_RECENT, WorkingSetPolicy
 
 #: Providers whose models have no window of their own (the offline stand-in, a command).
@@ -76,3 +77,18 @@ class TokenCalibration:
         ratio = corrected_ratio(self.ratio(model), estimated=estimated, reported=reported)
         self._ratios[model] = ratio
         return ratio
+
+
+def observe_prompt_tokens(
+    calibration: TokenCalibration, model: str | None, events: Sequence[TurnEvent], estimate: int
+) -> None:
+    """After a turn of one model call (no tool step: a later call's prompt holds more
+    than the context), compare the prompt tokens its provider reported to the estimate."""
+    if model is None or any(isinstance(e, ToolStartEvent) for e in events):
+        return
+    for event in reversed(events):
+        if isinstance(event, EndEvent):
+            reported = event.usage.get("prompt_tokens", 0)
+            if reported:
+                calibration.observe(model, estimated=estimate, reported=reported)
+            return

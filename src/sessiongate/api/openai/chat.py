@@ -36,7 +36,9 @@ from sessiongate.core.events import (
     AudioEvent,
     AudioPartEvent,
     ClassificationEvent,
+    CompactionEvent,
     ContextLogEvent,
+    ContextTrimmedEvent,
     EndEvent,
     ErrorEvent,
     HandoffEvent,
@@ -362,6 +364,8 @@ class _Completion:
                     | ToolStartEvent()
                     | ToolEndEvent()
                     | ContextLogEvent()
+                    | CompactionEvent()
+                    | ContextTrimmedEvent()
                     | RouteEvent()
                     | ClassificationEvent()
                     | ActionEvent()

@@ -12,7 +12,9 @@ from sessiongate.core.events import (
     AudioEvent,
     AudioPartEvent,
     ClassificationEvent,
+    CompactionEvent,
     ContextLogEvent,
+    ContextTrimmedEvent,
     EndEvent,
     ErrorEvent,
     HandoffEvent,
@@ -57,6 +59,8 @@ def render(event: TurnEvent, key: str) -> dict[str, Any] | None:
             return error_frame(event.code, event.message)
         case (
             ContextLogEvent()
+            | CompactionEvent()
+            | ContextTrimmedEvent()
             | PlanEvent()
             | ToolStartEvent()
             | ToolEndEvent()

@@ -21,6 +21,7 @@ from sessiongate.service.conversation.plan import ClientPlan
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.turn.handle import InboundTurn
 from sessiongate.service.turn.safety_gate import Verdict, leave_out_unsafe
+from sessiongate.service.turn.working_context import fit_context, uses_working_set
 
 
 async def assemble_turn_context(
@@ -30,13 +31,15 @@ async def assemble_turn_context(
     segment: Segment,
     fragments: Sequence[RecallFragment],
     plan: ClientPlan | None = None,
+    ratio: float = 1.0,
 ) -> AssembledContext:
     """The context from what is stored: used for a turn, and for the preview of the
-    next one (`GET /v1/sessions/{key}/context`)."""
+    next one (`GET /v1/sessions/{key}/context`). `ratio`: the reply model's correction
+    of the token estimate (service/budgets.py)."""
     thread = await sessions.thread_tail(key, segment, agent.memory_window)
     if agent.classifier is not None:
         thread = leave_out_unsafe(thread)
-    return assemble_context(
+    context = assemble_context(
         thread=thread,
         memory_window=agent.memory_window,
         system_prompt=agent.system_prompt,
@@ -47,6 +50,18 @@ async def assemble_turn_context(
         client_system=None if plan is None else plan.turn.system,
         leave_out=() if plan is None else plan.superseded,
     )
+    budget = agent.context_budget
+    if budget is not None and uses_working_set(agent.working_set, agent.token_budget, budget):
+        context, _ = fit_context(
+            context,
+            thread,
+            budget=budget,
+            ratio=ratio,
+            policy=agent.working_set,
+            memory_window=agent.memory_window,
+            max_tool_result_chars=agent.max_tool_result_chars,
+        )
+    return context
 
 
 def with_turn_input(

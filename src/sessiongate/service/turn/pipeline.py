@@ -35,6 +35,7 @@ from sessiongate.core.context import AssembledContext
 from sessiongate.core.control import TopicJudge
 from sessiongate.core.events import (
     ClassificationEvent,
+    ContextTrimmedEvent,
     EndEvent,
     RouteEvent,
     StartEvent,
@@ -48,6 +49,7 @@ from sessiongate.service.agent_access import AgentAccess
 from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService
 from sessiongate.service.attachments import keep_attachments
+from sessiongate.service.budgets import TokenCalibration, observe_prompt_tokens
 from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.conversation.plan import ClientPlan
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
@@ -118,6 +120,8 @@ class TurnService:
         #: Runs turns of agents with tools or a plan (agents/runtime.py); None: text only.
         self.runtime = runtime
         self.max_reply_chars = max_reply_chars
+        #: Per model, the token estimate's correction (service/budgets.py).
+        self.calibration = TokenCalibration()
         self.agents = agents
         self.models = models
         self.judges = judges
@@ -350,7 +354,10 @@ class TurnService:
             # Kept (who asked what is part of the record) but never answered, and left
             # out of every later context (seed 004: unsafe turns add no memory).
             raise UnsafeRequest("the request was classified unsafe; nothing was run")
-        context = await assemble_turn_context(sessions, ref, agent, segment, fragments, plan)
+        ratio = self.calibration.ratio(inbound.reply_model or agent.reply_model)
+        context = await assemble_turn_context(sessions, ref, agent, segment, fragments, plan, ratio)
+        if context.dropped_messages:  # never silently (docs/working_set.md)
+            handle.emit(ContextTrimmedEvent(context.dropped_messages, "budget"))
         context = with_turn_input(self.models, agent, inbound, context, content, verdict)
         await produce_reply(
             self._reply_paths(),
@@ -366,6 +373,9 @@ class TurnService:
                 append=store_appender(sessions, ref, segment.session_id, handle, plan),
                 verdict=verdict,
             ),
+        )
+        observe_prompt_tokens(
+            self.calibration, handle.model, handle.journal, context.token_estimate
         )
 
     def _reply_paths(self) -> ReplyPaths:

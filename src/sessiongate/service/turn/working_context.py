@@ -1,0 +1,94 @@
+"""The working set applied to one turn's context (docs/working_set.md): the context as
+core/context.py assembles it from the agent's window, then cut to the budget of the
+agent's models by core/working_set.py's rule — tool steps whole, the newest message
+always, the oldest first, whatever goes counted so the turn announces it
+(`context_trimmed`). The estimate is corrected by the ratio learnt per model from the
+prompt tokens providers report (service/budgets.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from sessiongate.core.context import MESSAGE_OVERHEAD_TOKENS, AssembledContext, estimate_tokens
+from sessiongate.core.segments import Message
+from sessiongate.core.tool_calls import ThreadItem
+from sessiongate.core.working_set import (
+    CompactionRecord,
+    WorkingSet,
+    WorkingSetPolicy,
+    render_summary,
+    select,
+)
+from sessiongate.core.working_units import thread_units
+
+
+def uses_working_set(
+    policy: WorkingSetPolicy, token_budget: int | None, budget: int | None
+) -> bool:
+    """Whether the agent's context is cut to its models' budget: compaction on, no
+    explicit `token_budget` (which keeps today's rule), a model with a window."""
+    return policy.compaction == "auto" and token_budget is None and budget is not None
+
+
+def fit_context(
+    full: AssembledContext,
+    thread: Sequence[Message],
+    *,
+    budget: int,
+    ratio: float,
+    policy: WorkingSetPolicy,
+    memory_window: int,
+    max_tool_result_chars: int,
+    compactions: Sequence[CompactionRecord] = (),
+) -> tuple[AssembledContext, WorkingSet]:
+    """`full` (assembled without a budget from `thread`) within `budget` tokens."""
+    estimated_budget = max(int(budget / ratio), 1)
+    in_context = {m.source for m in full.messages}
+    windowed = [m for m in thread if m.message_id in in_context]
+    thread_ids = {m.message_id for m in thread}
+    fixed = [
+        m
+        for m in full.messages
+        if m.source not in thread_ids and not m.source.startswith("repair:")
+    ]
+
+    def cost(text: str) -> int:
+        return estimate_tokens(text) + MESSAGE_OVERHEAD_TOKENS
+
+    units = thread_units(
+        windowed, max_result_chars=max_tool_result_chars, count_tokens=estimate_tokens
+    )
+    if not units:
+        return full, select([], budget=estimated_budget)
+    fixed_tokens = sum(cost(m.content) for m in fixed)
+    if fixed_tokens + units[-1].unit.tokens > estimated_budget and full.recall:
+        # The recalled fragments go first when the newest message would not fit.
+        fixed = [m for m in fixed if m.source != "recall"]
+        fixed_tokens = sum(cost(m.content) for m in fixed)
+        full = replace(full, recall=())
+    working = select(
+        [u.unit for u in units],
+        compactions=compactions,
+        budget=estimated_budget,
+        fixed_tokens=fixed_tokens,
+        summary_tokens=lambda record: cost(render_summary(record)),
+        policy=policy,
+        memory_window=memory_window,
+    )
+    items = {u.unit: u.items for u in units}
+    messages: list[ThreadItem] = list(fixed)
+    if working.summary is not None:
+        source = f"compaction:{working.summary.compaction_id}"
+        messages.append(ThreadItem("system", render_summary(working.summary), source))
+    for unit in working.raw:
+        messages.extend(items[unit])
+    return (
+        replace(
+            full,
+            messages=tuple(messages),
+            token_estimate=working.tokens,
+            dropped_messages=len(working.trimmed),
+        ),
+        working,
+    )

@@ -1,0 +1,81 @@
+"""A local OpenAI-wire model that enforces a small context window the way OpenAI does: a
+request whose prompt passes `window - max_tokens` tokens is answered 400 with the
+`context_length_exceeded` error body; any other gets a streamed reply whose usage reports
+the prompt tokens it counted (its own tokenizer: a token per 3.5 characters, 3 per
+message, so the gateway's estimate is off and has something to correct).
+
+    async with WindowStub(window=4096) as stub:
+        ...  # stub.url; stub.prompt_tokens: what each request held; stub.overflows
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+from tests.support.fake_providers import FakeServer, Reply, _read_request, _respond, openai_events
+
+
+def count_prompt(body: Any) -> int:
+    """The stub's tokenizer over a chat request's messages (text and tool calls)."""
+    total = 0
+    for message in body.get("messages", []):
+        content = message.get("content") or ""
+        if isinstance(content, list):
+            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        total += 3 + math.ceil(len(str(content)) / 3.5)
+        for call in message.get("tool_calls") or []:
+            total += 3 + math.ceil(len(str(call)) / 3.5)
+    return total
+
+
+def context_length_exceeded(window: int, tokens: int) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": (
+                f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {tokens} tokens. Please reduce the length of the "
+                "messages."
+            ),
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
+class WindowStub(FakeServer):
+    def __init__(self, window: int, reply: str = "noted") -> None:
+        super().__init__()
+        self.window = window
+        self.reply = reply
+        #: The prompt tokens of every chat request, in order, and those refused.
+        self.prompt_tokens: list[int] = []
+        self.overflows = 0
+
+    async def __aenter__(self) -> WindowStub:
+        await super().__aenter__()
+        return self
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            seen = await _read_request(reader)
+            if seen is None:
+                return
+            self.requests.append(seen)
+            tokens = count_prompt(seen.body or {})
+            self.prompt_tokens.append(tokens)
+            limit = self.window - int((seen.body or {}).get("max_tokens") or 0)
+            if tokens > limit:
+                self.overflows += 1
+                answer = Reply(status=400, json_body=context_length_exceeded(self.window, tokens))
+            else:
+                answer = Reply(events=openai_events([self.reply], usage=(tokens, 2)))
+            await _respond(writer, answer, self._closing)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()

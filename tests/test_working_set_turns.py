@@ -1,0 +1,110 @@
+"""The working set through the engine and through `sessiongate serve` (issue 21): a
+conversation far longer than its model's window never fails for length, never sends a
+request over the window, and what the model stops seeing is announced
+(`context_trimmed`); `compaction = "off"` keeps today's window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from sessiongate.config import Settings
+from sessiongate.service.engine import Engine, build_engine
+from tests.support.helpers import collect, types
+from tests.support.served import served_gateway
+from tests.support.window_stub import WindowStub
+
+WINDOW = 1024
+PARAGRAPH = "The meeting moved to Thursday; bring the quarterly figures and the draft. " * 6
+
+
+def engine(tmp_path: Path, url: str, context: dict[str, Any] | None = None) -> Engine:
+    agent: dict[str, Any] = {"model": "m"}
+    if context is not None:
+        agent["context"] = context
+    return build_engine(
+        Settings(
+            data_dir=tmp_path,
+            models={
+                "m": {
+                    "provider": "openai",
+                    "model": "stub",
+                    "base_url": url + "/v1",
+                    "max_retries": 0,
+                    "context_window": WINDOW,
+                }
+            },
+            agents={"defaults": agent},
+            lifecycle={"timezone": "UTC"},
+        )
+    )
+
+
+async def test_a_conversation_longer_than_the_window_never_fails_and_never_passes_it(
+    tmp_path: Path,
+) -> None:
+    async with WindowStub(WINDOW) as stub:
+        gw = engine(tmp_path, stub.url)
+        try:
+            trimmed = []
+            for turn in range(40):
+                events = await collect(gw, f"turn {turn}: {PARAGRAPH}")
+                assert types(events)[-1] == "end", events[-1]
+                trimmed += [e for e in events if e.type == "context_trimmed"]
+        finally:
+            await gw.aclose()
+    assert stub.overflows == 0
+    assert max(stub.prompt_tokens) <= WINDOW
+    # The thread outgrew the budget: what the model stopped seeing was announced.
+    assert trimmed and all(e.dropped > 0 and e.reason == "budget" for e in trimmed)
+    # The estimate was corrected towards the stub's own count (its tokens are smaller).
+    ratio = gw.turns.calibration.ratio("m")
+    assert ratio > 1.0
+
+
+async def test_compaction_off_keeps_the_window_and_the_overflow_fails_as_before(
+    tmp_path: Path,
+) -> None:
+    async with WindowStub(WINDOW) as stub:
+        gw = engine(tmp_path, stub.url, {"compaction": "off"})
+        try:
+            ends = []
+            for turn in range(12):
+                events = await collect(gw, f"turn {turn}: {PARAGRAPH}")
+                ends.append(events[-1].type)
+                assert not [e for e in events if e.type == "context_trimmed"]
+        finally:
+            await gw.aclose()
+    assert "error" in ends
+    assert stub.overflows > 0  # seed 004's hard window is the operator's choice
+
+
+async def test_served_gateway_long_conversation_stays_within_the_window(tmp_path: Path) -> None:
+    async with WindowStub(WINDOW) as stub:
+        config = (
+            f'[models.fake]\nprovider = "openai"\nmodel = "fake-model"\n'
+            f'base_url = "{stub.url}/v1"\nmax_retries = 0\ncontext_window = {WINDOW}\n'
+            '[agents.defaults]\nmodel = "fake"\n'
+        )
+        with served_gateway(tmp_path, config, {"alice": ()}) as served:
+            auth = {"Authorization": f"Bearer {served.keys['alice']}"}
+            async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+                trimmed = 0
+                for turn in range(30):
+                    answer = await client.post(
+                        "/v1/sessions/chat:long/messages",
+                        headers=auth,
+                        json={"content": f"turn {turn}: {PARAGRAPH}", "stream": False},
+                    )
+                    assert answer.status_code == 200, answer.text
+                    trimmed += len(answer.json().get("context_trimmed", []))
+                streamed = await client.post(
+                    "/v1/sessions/chat:long/messages",
+                    headers=auth,
+                    json={"content": f"last: {PARAGRAPH}", "stream": True},
+                )
+                assert "event: context_trimmed" in streamed.text
+    assert stub.overflows == 0 and max(stub.prompt_tokens) <= WINDOW
+    assert trimmed > 0
