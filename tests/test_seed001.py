@@ -25,6 +25,7 @@ from sessiongate.models.base import (
     Usage,
 )
 from sessiongate.models.base import WireMessage as Wire
+from sessiongate.service import seed_endpoints
 from tests.support.gateway import Gateway, gateway_settings
 from tests.support.helpers import ScriptedModel
 from tests.support.seed001 import TIMEOUT, gateway_on, phone
@@ -93,7 +94,6 @@ async def test_health_and_status_answer_without_a_key_and_show_counts_only(gw: G
         async with app_of(gw, "bob", endpoint="codex") as _:
             health = (await rest(gw, "GET", "/api/health", None)).json()
             assert health["connections"] == {"claude": 1, "codex": 1}
-    await asyncio.sleep(1.1)  # past the one-second reuse of the key counts
     for headers in ({}, gw.auth("alice"), {"Authorization": "Bearer sg_not_a_key"}):
         async with httpx.AsyncClient(base_url=gw.url, timeout=TIMEOUT) as client:
             health_response = await client.get("/api/health", headers=headers)
@@ -111,6 +111,40 @@ async def test_health_and_status_answer_without_a_key_and_show_counts_only(gw: G
         text = health_response.text + status_response.text
         for private in (secret_key, "5531", "vault", *gw.keys, *gw.keys.values(), "mobile:"):
             assert private not in text
+
+
+async def test_health_counts_are_current_as_soon_as_a_turn_ends(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app reads `/api/health` right after its turn's `complete`: the counts this
+    process changed are never served from the reuse (made an hour long here, so only the
+    invalidation can make them current); turns on existing keys change nothing."""
+    monkeypatch.setattr(seed_endpoints, "COUNTS_TTL", 3600.0)
+
+    async def sessions() -> Any:
+        return (await rest(gw, "GET", "/api/health", None)).json()["sessions"]
+
+    assert await sessions() == {"total": 0, "by_agent": {"claude": 0, "codex": 0}}
+    async with app_of(gw, session_id="jarvis-count") as app:
+        assert (await app.turn("first")).end["type"] == "complete"
+        assert await sessions() == {"total": 1, "by_agent": {"claude": 1, "codex": 0}}
+        assert (await app.turn("again")).end["type"] == "complete"
+    async with app_of(gw, endpoint="codex", session_id="codex-count") as app:
+        assert (await app.turn("codex too")).end["type"] == "complete"
+        assert await sessions() == {"total": 2, "by_agent": {"claude": 1, "codex": 1}}
+    made = await rest(
+        gw, "POST", "/v1/sessions/rest-count/messages", json={"content": "hi", "stream": False}
+    )
+    assert made.status_code == 200
+    assert await sessions() == {"total": 3, "by_agent": {"claude": 1, "codex": 1}}
+    assert (await rest(gw, "DELETE", "/v1/sessions/jarvis-count")).status_code == 204
+    assert await sessions() == {"total": 2, "by_agent": {"claude": 0, "codex": 1}}
+    exported = await rest(gw, "GET", "/v1/sessions/codex-count/export")
+    assert (await rest(gw, "DELETE", "/v1/sessions/codex-count")).status_code == 204
+    assert await sessions() == {"total": 1, "by_agent": {"claude": 0, "codex": 0}}
+    imported = await rest(gw, "POST", "/v1/import", content=exported.content)
+    assert imported.status_code == 201, imported.text
+    assert await sessions() == {"total": 2, "by_agent": {"claude": 0, "codex": 1}}
 
 
 # -- the app's flow, reconnects and a restart ------------------------------------------------

@@ -9,8 +9,12 @@
   that endpoint (`endpoint_last_key`), so a reconnect that names no key continues it, on
   any worker and after a restart. Erasing the key forgets it (an erase hook; a key gone
   by another path is skipped by the lookup).
-- **Counts** for `/api/health`: how many keys each endpoint created, read at most once a
-  second per process (the endpoint answers without a key, so it must stay cheap).
+- **Counts** for `/api/health`: how many keys each endpoint created. The endpoint answers
+  without a key, so it must stay cheap: the counts are read once and reused, until this
+  process changes them (a key created, imported or erased, a segment's first message:
+  `SessionService.on_keys_changed`, so the app's health read right after a turn sees
+  it) or COUNTS_TTL passes (what other processes changed). Turns on existing keys change
+  nothing, so a busy gateway still reads them at most once a second.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from sessiongate.store.endpoints import EndpointStore
 
 log = logging.getLogger("sessiongate.api")
 
-#: How long `/api/health`'s key counts are reused, in seconds.
+#: How long `/api/health`'s key counts are reused, in seconds, while this process changes
+#: nothing they count (other processes' changes show within it).
 COUNTS_TTL = 1.0
 
 
@@ -52,6 +57,9 @@ class SeedEndpoints:
         self._count_keys = count_keys
         self._counts: dict[str, int] | None = None
         self._counted_at = 0.0
+        #: Bumped by `invalidate`; the counts hold for the generation they were read at.
+        self._generation = 0
+        self._counted_generation = -1
         self._counting: asyncio.Lock | None = None
         self._recording: set[asyncio.Task[None]] = set()
 
@@ -100,17 +108,29 @@ class SeedEndpoints:
         while self._recording:
             await asyncio.gather(*self._recording, return_exceptions=True)
 
+    def invalidate(self) -> None:
+        """This process changed what the counts count: the next read counts again (a read
+        already under way is not reused, as it may have missed the change)."""
+        self._generation += 1
+
     async def counts(self) -> dict[str, int]:
         """`{"total", "claude", "codex"}`: every key (all owners), and the keys created
-        through each seed endpoint; at most COUNTS_TTL old."""
+        through each seed endpoint; current for what this process wrote, at most
+        COUNTS_TTL old for the others'."""
         if self._counting is None:
             self._counting = asyncio.Lock()
         async with self._counting:  # a burst of health checks runs one query
-            if self._counts is None or time.monotonic() - self._counted_at > COUNTS_TTL:
+            if (
+                self._counts is None
+                or self._counted_generation != self._generation
+                or time.monotonic() - self._counted_at > COUNTS_TTL
+            ):
+                generation = self._generation
                 counts = await self.rows.count_created_through()
                 counts["total"] = await self._count_keys()
                 self._counts = counts
                 self._counted_at = time.monotonic()
+                self._counted_generation = generation
             return dict(self._counts)
 
 

@@ -48,6 +48,8 @@ class ChainExchange:
 
         async def existing(self, ref: KeyRef) -> SessionKeyRecord: ...
 
+        def keys_changed(self) -> None: ...
+
     async def export(self, key: str, caller: Caller, *, owner: str | None = None) -> list[str]:
         """The whole export in memory (the CLI and tests); the API streams it."""
         return [line async for line in await self.export_stream(key, caller, owner=owner)]
@@ -104,6 +106,7 @@ class ChainExchange:
             await self.store.import_chain(
                 records, self.ids.new, max_keys=self.caps.max_keys_per_user
             )
+            self.keys_changed()
         return await self.existing(target)
 
 

@@ -58,6 +58,8 @@ from sessiongate.store.locks import KeyLocks
 __all__ = ["Caller", "ChainView", "SessionService"]
 
 RotationListener = Callable[[RotationRecord], None]
+#: Called when this process changed what counts of keys read (seed 001's /api/health).
+KeysChanged = Callable[[], None]
 #: Awaited after a key is erased, still under its lock (its artifacts go too).
 EraseHook = Callable[[KeyRef], Awaitable[object]]
 MAX_PAGE = 1000
@@ -99,6 +101,7 @@ class SessionService(ChainExchange):
         store.on_key_changed(self._key_changed_elsewhere)
         self._listeners: list[RotationListener] = []
         self._erase_hooks: list[EraseHook] = []
+        self._keys_changed: list[KeysChanged] = []
 
     # -- hooks ------------------------------------------------------------------
 
@@ -109,6 +112,17 @@ class SessionService(ChainExchange):
     def _announce(self, record: RotationRecord) -> None:
         for listener in self._listeners:
             listener(record)
+
+    def on_keys_changed(self, listener: KeysChanged) -> None:
+        """Called (synchronously, right after the write) when this process creates,
+        imports or erases a key, or writes a segment's first message (what makes a key
+        count as created through a seed 001 endpoint). Turns on keys that exist already
+        call nothing, so a listener may drop a cache without paying for it under load."""
+        self._keys_changed.append(listener)
+
+    def keys_changed(self) -> None:
+        for listener in self._keys_changed:
+            listener()
 
     # -- records ----------------------------------------------------------------
 
@@ -170,6 +184,8 @@ class SessionService(ChainExchange):
             session_id, role=role, content=content, now=now, status=status, metadata=metadata
         )
         self.threads.appended(ref, message)
+        if message.seq == 1:
+            self.keys_changed()
         return message
 
     async def open_key(self, ref: KeyRef) -> tuple[SessionKeyRecord, Segment]:
@@ -180,9 +196,11 @@ class SessionService(ChainExchange):
         return record, await self.store.latest_segment(ref)
 
     async def _create_key(self, ref: KeyRef) -> tuple[SessionKeyRecord, Segment]:
-        return await self.store.create_key(
+        created = await self.store.create_key(
             ref, self.ids.new(), self.clock.now(), max_keys=self.caps.max_keys_per_user
         )
+        self.keys_changed()
+        return created
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -366,6 +384,7 @@ class SessionService(ChainExchange):
         retention run, which checks the key is still idle under that lock)."""
         self.threads.drop(ref)
         await self.store.delete_key(ref)
+        self.keys_changed()
         for hook in self._erase_hooks:
             await hook(ref)
 

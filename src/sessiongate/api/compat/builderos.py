@@ -2,8 +2,9 @@
 
 Both answer without a key (DESIGN.md §11), with or without one the same: counts and
 constants only, never a user's name, a key's name or anything said in a turn. The key
-counts come from one query per process at most once a second
-(service/seed_endpoints.py), so polling them costs little whoever polls. With several
+counts are read once and reused until this process changes them (so they are current
+right after a turn) or a second passes (service/seed_endpoints.py): polling them costs
+little whoever polls. With several
 workers the connection counts are every worker's, read from the WebSocket gauge the
 workers share for `/metrics` (also at most once a second).
 """

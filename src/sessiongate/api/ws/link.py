@@ -123,5 +123,7 @@ def install(app: FastAPI, engine: Engine) -> SocketServices:
     # Turns no socket started (REST, OpenAI-compatible, …) are broadcast when they end.
     engine.turns.after_turn(services.broadcast.finished)
     engine.sessions.on_erase(services.seed.forget)
+    # /api/health's counts are current once a turn ends (seed 001's app reads them then).
+    engine.sessions.on_keys_changed(services.seed.invalidate)
     app.state.sockets = services
     return services
