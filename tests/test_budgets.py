@@ -111,3 +111,24 @@ def test_correction_moves_towards_the_reported_count() -> None:
     for _ in range(30):
         calibration.observe("n", estimated=100, reported=10_000)
     assert MAX_RATIO - 0.01 < calibration.ratio("n") <= MAX_RATIO
+
+
+def test_context_overflow_answers_are_recognised() -> None:
+    from sessiongate.core.budgets import is_context_overflow
+    from sessiongate.models.retry import CONTEXT_OVERFLOW, error_detail, status_failure
+
+    openai_body = {
+        "error": {
+            "message": "This model's maximum context length is 4096 tokens. However, your "
+            "messages resulted in 5000 tokens.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    }
+    _, detail = error_detail(openai_body, "")
+    assert status_failure(400, {}, detail).error.code == CONTEXT_OVERFLOW
+    llama_cpp = "the request exceeds the available context size, try increasing it"
+    assert status_failure(400, {}, llama_cpp).error.code == CONTEXT_OVERFLOW
+    assert is_context_overflow("prompt is too long: 210000 tokens > 200000 maximum")
+    assert status_failure(400, {}, "unknown field 'foo'").error.code == "model_bad_request"
+    assert not is_context_overflow("rate limited")

@@ -81,6 +81,27 @@ async def test_compaction_off_keeps_the_window_and_the_overflow_fails_as_before(
     assert stub.overflows > 0  # seed 004's hard window is the operator's choice
 
 
+async def test_an_overflow_answer_is_retried_once_with_a_smaller_context(tmp_path: Path) -> None:
+    # The stub's tokenizer counts far more tokens than the gateway estimates: a full
+    # context passes the window, the provider answers context_length_exceeded, the turn
+    # retries once with half the budget (announced) and goes on.
+    async with WindowStub(WINDOW, chars_per_token=1.0) as stub:
+        gw = engine(tmp_path, stub.url)
+        try:
+            retried = 0
+            for turn in range(15):
+                events = await collect(gw, f"turn {turn}: {PARAGRAPH}")
+                assert types(events)[-1] == "end", events[-1]
+                retried += sum(
+                    1 for e in events if e.type == "context_trimmed" and e.reason == "overflow"
+                )
+        finally:
+            await gw.aclose()
+    assert stub.overflows >= 1 and retried == stub.overflows
+    answered = [t for t in stub.prompt_tokens if t <= WINDOW]
+    assert len(answered) == 15
+
+
 async def test_served_gateway_long_conversation_stays_within_the_window(tmp_path: Path) -> None:
     async with WindowStub(WINDOW) as stub:
         config = (

@@ -1,8 +1,9 @@
 """A local OpenAI-wire model that enforces a small context window the way OpenAI does: a
 request whose prompt passes `window - max_tokens` tokens is answered 400 with the
 `context_length_exceeded` error body; any other gets a streamed reply whose usage reports
-the prompt tokens it counted (its own tokenizer: a token per 3.5 characters, 3 per
-message, so the gateway's estimate is off and has something to correct).
+the prompt tokens it counted (its own tokenizer: a token per `chars_per_token`
+characters, 3.5 unless told, and 3 per message, so the gateway's estimate is off and has
+something to correct).
 
     async with WindowStub(window=4096) as stub:
         ...  # stub.url; stub.prompt_tokens: what each request held; stub.overflows
@@ -17,16 +18,16 @@ from typing import Any
 from tests.support.fake_providers import FakeServer, Reply, _read_request, _respond, openai_events
 
 
-def count_prompt(body: Any) -> int:
+def count_prompt(body: Any, chars_per_token: float = 3.5) -> int:
     """The stub's tokenizer over a chat request's messages (text and tool calls)."""
     total = 0
     for message in body.get("messages", []):
         content = message.get("content") or ""
         if isinstance(content, list):
             content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        total += 3 + math.ceil(len(str(content)) / 3.5)
+        total += 3 + math.ceil(len(str(content)) / chars_per_token)
         for call in message.get("tool_calls") or []:
-            total += 3 + math.ceil(len(str(call)) / 3.5)
+            total += 3 + math.ceil(len(str(call)) / chars_per_token)
     return total
 
 
@@ -46,9 +47,10 @@ def context_length_exceeded(window: int, tokens: int) -> dict[str, Any]:
 
 
 class WindowStub(FakeServer):
-    def __init__(self, window: int, reply: str = "noted") -> None:
+    def __init__(self, window: int, reply: str = "noted", chars_per_token: float = 3.5) -> None:
         super().__init__()
         self.window = window
+        self.chars_per_token = chars_per_token
         self.reply = reply
         #: The prompt tokens of every chat request, in order, and those refused.
         self.prompt_tokens: list[int] = []
@@ -65,7 +67,7 @@ class WindowStub(FakeServer):
             if seen is None:
                 return
             self.requests.append(seen)
-            tokens = count_prompt(seen.body or {})
+            tokens = count_prompt(seen.body or {}, self.chars_per_token)
             self.prompt_tokens.append(tokens)
             limit = self.window - int((seen.body or {}).get("max_tokens") or 0)
             if tokens > limit:

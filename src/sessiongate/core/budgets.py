@@ -119,3 +119,22 @@ def corrected_ratio(previous: float, *, estimated: int, reported: int) -> float:
 def corrected(estimate: int, ratio: float) -> int:
     """An estimate scaled by a correction ratio, rounded up."""
     return math.ceil(estimate * ratio)
+
+
+#: How providers say a request passed the model's window (lower case): OpenAI and vLLM
+#: ("This model's maximum context length is …", code `context_length_exceeded`),
+#: llama.cpp's server ("the request exceeds the available context size",
+#: `exceed_context_size_error`), Anthropic ("prompt is too long").
+OVERFLOW_PHRASES = (
+    "context_length_exceeded",
+    "maximum context length",
+    "exceeds the available context size",
+    "exceed_context_size",
+    "prompt is too long",
+)
+
+
+def is_context_overflow(text: str) -> bool:
+    """Whether a provider's error text says the request passed the model's window."""
+    lowered = text.lower()
+    return any(phrase in lowered for phrase in OVERFLOW_PHRASES)

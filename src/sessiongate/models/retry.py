@@ -26,7 +26,12 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sessiongate.config.models import ModelConfig
+from sessiongate.core.budgets import is_context_overflow
 from sessiongate.errors import ConfigError, IncompleteStream, ModelError
+
+#: The code of a request refused for passing the model's window (the turn retries it
+#: once with a smaller context: service/turn/working_context.py).
+CONTEXT_OVERFLOW = "context_overflow"
 
 log = logging.getLogger("sessiongate.models")
 
@@ -177,6 +182,14 @@ def status_failure(
             ),
             retry=True,
             retry_after=parse_retry_after(headers),
+            detail=detail,
+        )
+    if status in (400, 413) and is_context_overflow(detail):
+        return Failure(
+            ModelError(
+                f"the request passed the model's context window ({status})",
+                code=CONTEXT_OVERFLOW,
+            ),
             detail=detail,
         )
     return Failure(

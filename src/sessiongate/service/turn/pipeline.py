@@ -79,6 +79,7 @@ from sessiongate.service.turn.reply import (
 from sessiongate.service.turn.rotation import RotationStage, rotation_event
 from sessiongate.service.turn.safety_gate import SafetyGate, UnsafeRequest
 from sessiongate.service.turn.scripted_reply import ScriptedReplies
+from sessiongate.service.turn.working_context import reply_within_window, uses_working_set
 
 __all__ = [
     "FinishedTurn",
@@ -359,21 +360,32 @@ class TurnService:
         if context.dropped_messages:  # never silently (docs/working_set.md)
             handle.emit(ContextTrimmedEvent(context.dropped_messages, "budget"))
         context = with_turn_input(self.models, agent, inbound, context, content, verdict)
-        await produce_reply(
-            self._reply_paths(),
-            ReplyTurn(
-                ref=ref,
-                agent=agent,
-                session_id=segment.session_id,
-                context=context,
-                handle=handle,
-                inbound=inbound,
-                content=content,
-                model_names=reply_model_names(inbound, record, agent),
-                append=store_appender(sessions, ref, segment.session_id, handle, plan),
-                verdict=verdict,
-            ),
-        )
+
+        async def reply(context: AssembledContext) -> None:
+            await produce_reply(
+                self._reply_paths(),
+                ReplyTurn(
+                    ref=ref,
+                    agent=agent,
+                    session_id=segment.session_id,
+                    context=context,
+                    handle=handle,
+                    inbound=inbound,
+                    content=content,
+                    model_names=reply_model_names(inbound, record, agent),
+                    append=store_appender(sessions, ref, segment.session_id, handle, plan),
+                    verdict=verdict,
+                ),
+            )
+
+        async def refit(scale: float) -> AssembledContext:
+            smaller = await assemble_turn_context(
+                sessions, ref, agent, segment, fragments, plan, ratio * scale
+            )
+            return with_turn_input(self.models, agent, inbound, smaller, content, verdict)
+
+        fitted = uses_working_set(agent.working_set, agent.token_budget, agent.context_budget)
+        context = await reply_within_window(reply, refit, context, handle, fitted=fitted)
         observe_prompt_tokens(
             self.calibration, handle.model, handle.journal, context.token_estimate
         )

@@ -7,10 +7,11 @@ prompt tokens providers report (service/budgets.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from sessiongate.core.context import MESSAGE_OVERHEAD_TOKENS, AssembledContext, estimate_tokens
+from sessiongate.core.events import ContextTrimmedEvent
 from sessiongate.core.segments import Message
 from sessiongate.core.tool_calls import ThreadItem
 from sessiongate.core.working_set import (
@@ -21,6 +22,9 @@ from sessiongate.core.working_set import (
     select,
 )
 from sessiongate.core.working_units import thread_units
+from sessiongate.errors import ModelError
+from sessiongate.models.retry import CONTEXT_OVERFLOW
+from sessiongate.service.turn.handle import TurnHandle
 
 
 def uses_working_set(
@@ -92,3 +96,32 @@ def fit_context(
         ),
         working,
     )
+
+
+#: The second try after a context-overflow answer assumes the estimate was off by at
+#: least this much (the budget halves).
+OVERFLOW_SCALE = 2.0
+
+
+async def reply_within_window(
+    reply: Callable[[AssembledContext], Awaitable[None]],
+    refit: Callable[[float], Awaitable[AssembledContext]],
+    context: AssembledContext,
+    handle: TurnHandle,
+    *,
+    fitted: bool,
+) -> AssembledContext:
+    """Run the reply; when the provider refuses it for passing its window before any text
+    (`context_overflow`) and the context was fitted to a budget, retry once with the
+    budget halved, announced (`context_trimmed`, reason `overflow`). Returns the context
+    the reply was written from."""
+    try:
+        await reply(context)
+        return context
+    except ModelError as exc:
+        if exc.code != CONTEXT_OVERFLOW or not fitted:
+            raise
+    smaller = await refit(OVERFLOW_SCALE)
+    handle.emit(ContextTrimmedEvent(smaller.dropped_messages, "overflow"))
+    await reply(smaller)
+    return smaller
