@@ -1,11 +1,13 @@
 """The Responses API's rows (store/responses.py) on both stores: found only by their
-owner, deleted, erased with their key and with their user (DESIGN.md §14)."""
+owner, deleted, erased with their key; conversation objects and the `edit` rotation
+an item's deletion makes (DESIGN.md §14)."""
 
 from __future__ import annotations
 
 import pytest
 
 from sessiongate.core.users import Caller
+from sessiongate.service.conversation_objects import ConversationObjects
 from sessiongate.service.engine import Engine
 from sessiongate.service.responses import build_response_service
 from sessiongate.service.turn.handle import InboundTurn
@@ -57,3 +59,28 @@ async def test_record_keeps_where_the_answer_ended(engine: Engine) -> None:
     found = await service.get(alice, "resp_c")
     assert found is not None and (found.tip_hash, found.tip_position) == ("", 0)
     assert found.key == "no-conversation" and found.body == body
+
+
+@BOTH
+async def test_conversation_objects_and_an_edit_rotation(engine: Engine) -> None:
+    assert engine.conversations is not None
+    rows = build_response_service(engine.sessions, engine.conversations).store
+    objects = ConversationObjects(rows, engine.sessions, engine.conversations)
+    alice, bob = Caller("alice"), Caller("bob")
+    made = await objects.create(
+        alice,
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+        {"k": "v"},
+    )
+    assert await objects.get(bob, made.conversation_id) is None
+    updated = await objects.update(alice, made.conversation_id, {"k": "w"})
+    assert updated is not None and updated.metadata == {"k": "w"}
+    items = await objects.items(made)
+    assert await objects.delete_item(made, items[0].item_id)
+    left = await objects.items(made)
+    assert [i.item_id for i in left] == [items[1].item_id]
+    rotations = await engine.sessions.store.rotations(alice.key(made.key))
+    assert [r.reason.value for r in rotations] == ["edit"]
+    assert await objects.delete(alice, made.conversation_id)
+    assert await objects.get(alice, made.conversation_id) is None
+    assert await engine.sessions.store.get_key(alice.key(made.key)) is None

@@ -23,6 +23,7 @@ from sessiongate.api.errors import install_error_handlers
 from sessiongate.api.limits import BodyLimitMiddleware
 from sessiongate.api.metrics import GatewayMetrics
 from sessiongate.api.openai import chat as openai_chat
+from sessiongate.api.openai import conversations as openai_conversations
 from sessiongate.api.openai import responses as openai_responses
 from sessiongate.api.ws import socket as websocket
 from sessiongate.core.segments import RotationRecord
@@ -143,6 +144,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.include_router(rest.router)
     app.include_router(openai_chat.router)
     app.include_router(openai_responses.router)
+    app.include_router(openai_conversations.router)
     app.include_router(websocket.router)
     app.include_router(builderos.router)
     app.include_router(tools.router)

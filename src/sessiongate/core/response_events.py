@@ -29,6 +29,7 @@ class ResponseShell:
     previous_response_id: str | None = None
     store: bool = True
     parallel_tool_calls: bool = True
+    conversation: str | None = None
 
     def response(
         self,
@@ -61,6 +62,7 @@ class ResponseShell:
             "truncation": "disabled",
             "usage": usage_of(usage) if usage is not None else None,
             "metadata": dict(self.metadata or {}),
+            "conversation": {"id": self.conversation} if self.conversation else None,
         }
 
 

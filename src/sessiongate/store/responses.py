@@ -1,5 +1,6 @@
 """The ResponseStore protocol (DESIGN.md §14): a stored response's row, found by its id
-within its owner's namespace (SQLite: store/sqlite/responses.py; PostgreSQL:
+within its owner's namespace, and a conversation object's (`conv_…`: a key and its
+metadata) (SQLite: store/sqlite/responses.py; PostgreSQL:
 store/postgres/responses.py). The turn's messages are in the session store; this row
 adds what the Responses API shows and where a `previous_response_id` continues."""
 
@@ -10,6 +11,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 COLUMNS = "response_id, owner, key, tip_hash, tip_position, body, input_items, created_at"
+CONVERSATION_COLUMNS = "conversation_id, owner, key, metadata, created_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,16 @@ class ResponseRecord:
     created_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class ConversationObject:
+    conversation_id: str
+    owner: str
+    #: The session key holding the conversation's items.
+    key: str
+    metadata: dict[str, str]
+    created_at: datetime
+
+
 class ResponseStore(Protocol):
     async def add(self, record: ResponseRecord) -> None: ...
 
@@ -39,5 +51,17 @@ class ResponseStore(Protocol):
     async def delete(self, owner: str, response_id: str) -> bool: ...
 
     async def erase_key(self, owner: str, key: str) -> None:
-        """The key was erased: its responses go too."""
+        """The key was erased: its responses and conversation object go too."""
         ...
+
+    async def add_conversation(self, conversation: ConversationObject) -> None: ...
+
+    async def get_conversation(
+        self, owner: str, conversation_id: str
+    ) -> ConversationObject | None: ...
+
+    async def set_conversation_metadata(
+        self, owner: str, conversation_id: str, metadata: dict[str, str]
+    ) -> bool: ...
+
+    async def delete_conversation(self, owner: str, conversation_id: str) -> bool: ...

@@ -18,6 +18,7 @@ OWNED_TABLES: tuple[tuple[str, str], ...] = (
     ("mode_unlocks", "user_name"),
     ("idempotency_keys", "owner"),
     ("responses", "owner"),
+    ("conversation_objects", "owner"),
     ("endpoint_last_key", "owner"),
     ("conversation_nodes", "owner"),
     ("conversation_heads", "owner"),

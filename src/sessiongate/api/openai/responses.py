@@ -6,6 +6,7 @@
 forks, as service/conversation/reconcile.py does for an edited list); the client's own
 conversation id (`session-id` or `thread-id` header, as Codex CLI sends, else
 `prompt_cache_key`), whose whole `input` is reconciled like a chat-completions list;
+`conversation` (api/openai/conversations.py: its key, the input appended after its items);
 else a new key `oai:resp:<id>`. With none of them and `store: false`, nothing is kept
 (a one-shot reply). Function tools are the client's tools; hosted tools are left out and
 said (`X-Hosted-Tools-Dropped`, and `metadata.sessiongate_hosted_tools_dropped`).
@@ -147,8 +148,6 @@ async def _create(
         raise RuntimeError("this engine was built without conversations")
     if body.background:
         raise OpenAIError(400, "background responses are not supported yet.", None, "background")
-    if body.conversation is not None:
-        raise OpenAIError(400, "conversation is not supported yet.", None, "conversation")
     try:
         agent = await engine.turns.usable_agent(caller, body.model)
     except SessionGateError:
@@ -173,6 +172,20 @@ async def _create(
         user_text = last_user_text(earlier) or TOOL_RESULTS_TEXT
         answer = as_chat_message(previous.body.get("output") or [])
         raw = [{"role": "user", "content": user_text}, answer, *raw]
+    start = None
+    if body.conversation is not None:
+        if previous is not None:
+            raise OpenAIError(
+                400,
+                "previous_response_id and conversation cannot both be given.",
+                "invalid_value",
+                "conversation",
+            )
+        from sessiongate.api.openai.conversations import conversation_start
+
+        start = await conversation_start(request, caller, body.conversation)
+        if start.tip is not None:
+            raw = [{"role": "user", "content": TOOL_RESULTS_TEXT}, start.answer, *raw]
     model = engine.turns.models.get(agent.reply_model)
     limits = engine.settings.limits
     parsed = parse_request(
@@ -192,7 +205,7 @@ async def _create(
         metadata["sessiongate_hosted_tools_dropped"] = ",".join(tools.dropped)[:512]
     hashes = prefix_hashes(parsed.messages)
     stateless = agent.history == "none" or (
-        previous is None and client_id is None and not body.store
+        previous is None and start is None and client_id is None and not body.store
     )
     key = ""
     if stateless:
@@ -208,6 +221,10 @@ async def _create(
         if previous is not None:
             key, identity = previous.key, Identity.KEY
             hashes = _continuing(previous.response_id, previous.tip_hash, parsed.messages)
+        elif start is not None:
+            key, identity = start.key, Identity.KEY
+            if start.tip is not None:
+                hashes = _continuing(start.key, start.tip, parsed.messages)
         elif client_id is not None:
             key, identity = derived_key("resp", client_id), Identity.CLIENT_ID
         else:
@@ -239,6 +256,7 @@ async def _create(
         previous_response_id=body.previous_response_id,
         store=body.store,
         parallel_tool_calls=body.parallel_tool_calls,
+        conversation=None if start is None else _conversation_id(body.conversation),
     )
     keep = body.store and not stateless
     items = listed_items(body.input, response_id)
@@ -267,12 +285,17 @@ async def _create(
     return JSONResponse(response, headers=headers)
 
 
-def _continuing(response_id: str, tip: str, messages: tuple[ClientMessage, ...]) -> tuple[str, ...]:
+def _conversation_id(value: object) -> str | None:
+    ident = value.get("id") if isinstance(value, dict) else value
+    return ident if isinstance(ident, str) else None
+
+
+def _continuing(origin: str, tip: str, messages: tuple[ClientMessage, ...]) -> tuple[str, ...]:
     """The hashes of a `previous_response_id` continuation: its list starts with the
     previous user text and answer (never stored again), named here by the conversation
     node the previous answer ended at, so the reconciler appends after it (the key's
     newest) or forks there (an older one)."""
-    hashes = [f"~{response_id}:0", f"~{response_id}:1", tip]
+    hashes = [f"~{origin}:0", f"~{origin}:1", tip]
     for message in messages[2:]:
         hashes.append(chain(hashes[-1], message))
     return tuple(hashes)

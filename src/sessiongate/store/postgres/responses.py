@@ -8,7 +8,12 @@ import orjson
 
 from sessiongate.store.postgres.rows import utc
 from sessiongate.store.postgres.store import PostgresStore
-from sessiongate.store.responses import COLUMNS, ResponseRecord
+from sessiongate.store.responses import (
+    COLUMNS,
+    CONVERSATION_COLUMNS,
+    ConversationObject,
+    ResponseRecord,
+)
 
 
 def _record(row: Any) -> ResponseRecord:
@@ -61,3 +66,48 @@ class PostgresResponseStore:
         await self._store.pool.execute(
             "DELETE FROM responses WHERE owner = $1 AND key = $2", owner, key
         )
+        await self._store.pool.execute(
+            "DELETE FROM conversation_objects WHERE owner = $1 AND key = $2", owner, key
+        )
+
+    async def add_conversation(self, conversation: ConversationObject) -> None:
+        await self._store.pool.execute(
+            f"INSERT INTO conversation_objects ({CONVERSATION_COLUMNS})"
+            " VALUES ($1, $2, $3, $4, $5)",
+            conversation.conversation_id,
+            conversation.owner,
+            conversation.key,
+            orjson.dumps(conversation.metadata).decode(),
+            conversation.created_at,
+        )
+
+    async def get_conversation(self, owner: str, conversation_id: str) -> ConversationObject | None:
+        row = await self._store.pool.fetchrow(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversation_objects"
+            " WHERE conversation_id = $1 AND owner = $2",
+            conversation_id,
+            owner,
+        )
+        if row is None:
+            return None
+        return ConversationObject(row[0], row[1], row[2], orjson.loads(row[3]), utc(row[4]))
+
+    async def set_conversation_metadata(
+        self, owner: str, conversation_id: str, metadata: dict[str, str]
+    ) -> bool:
+        status = await self._store.pool.execute(
+            "UPDATE conversation_objects SET metadata = $3"
+            " WHERE conversation_id = $1 AND owner = $2",
+            conversation_id,
+            owner,
+            orjson.dumps(metadata).decode(),
+        )
+        return str(status).rsplit(" ", 1)[-1] != "0"
+
+    async def delete_conversation(self, owner: str, conversation_id: str) -> bool:
+        status = await self._store.pool.execute(
+            "DELETE FROM conversation_objects WHERE conversation_id = $1 AND owner = $2",
+            conversation_id,
+            owner,
+        )
+        return str(status).rsplit(" ", 1)[-1] != "0"

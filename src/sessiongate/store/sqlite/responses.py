@@ -6,7 +6,12 @@ from typing import Any
 
 import orjson
 
-from sessiongate.store.responses import COLUMNS, ResponseRecord
+from sessiongate.store.responses import (
+    COLUMNS,
+    CONVERSATION_COLUMNS,
+    ConversationObject,
+    ResponseRecord,
+)
 from sessiongate.store.sqlite.rows import from_micros, to_micros
 from sessiongate.store.sqlite.store import SQLiteStore
 
@@ -63,3 +68,46 @@ class SQLiteResponseStore:
     async def erase_key(self, owner: str, key: str) -> None:
         with self._store.transaction() as db:
             db.execute("DELETE FROM responses WHERE owner = ? AND key = ?", (owner, key))
+            db.execute("DELETE FROM conversation_objects WHERE owner = ? AND key = ?", (owner, key))
+
+    async def add_conversation(self, conversation: ConversationObject) -> None:
+        with self._store.transaction() as db:
+            db.execute(
+                f"INSERT INTO conversation_objects ({CONVERSATION_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                (
+                    conversation.conversation_id,
+                    conversation.owner,
+                    conversation.key,
+                    orjson.dumps(conversation.metadata).decode(),
+                    to_micros(conversation.created_at),
+                ),
+            )
+
+    async def get_conversation(self, owner: str, conversation_id: str) -> ConversationObject | None:
+        row = self._store.connection.execute(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversation_objects"
+            " WHERE conversation_id = ? AND owner = ?",
+            (conversation_id, owner),
+        ).fetchone()
+        if row is None:
+            return None
+        return ConversationObject(row[0], row[1], row[2], orjson.loads(row[3]), from_micros(row[4]))
+
+    async def set_conversation_metadata(
+        self, owner: str, conversation_id: str, metadata: dict[str, str]
+    ) -> bool:
+        with self._store.transaction() as db:
+            changed = db.execute(
+                "UPDATE conversation_objects SET metadata = ?"
+                " WHERE conversation_id = ? AND owner = ?",
+                (orjson.dumps(metadata).decode(), conversation_id, owner),
+            ).rowcount
+        return bool(changed)
+
+    async def delete_conversation(self, owner: str, conversation_id: str) -> bool:
+        with self._store.transaction() as db:
+            gone = db.execute(
+                "DELETE FROM conversation_objects WHERE conversation_id = ? AND owner = ?",
+                (conversation_id, owner),
+            ).rowcount
+        return bool(gone)
