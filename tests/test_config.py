@@ -89,3 +89,56 @@ def test_seed_socket_agents_must_exist(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, compat={"claude_agent": "jarvis"})
     with pytest.raises(ConfigError, match=r"compat\.claude_agent"):
         build_engine(settings)
+
+
+def test_config_check_catches_a_seed_endpoint_naming_no_agent(tmp_path: Path) -> None:
+    # `config check` (load_settings) says what `serve` would refuse, not only build_engine.
+    config = tmp_path / "one-agent.toml"
+    config.write_text('[agents.theo]\nsystem_prompt = "Theo"\n[compat]\ndesktop_agent = "theo"\n')
+    with pytest.raises(ConfigError, match=r"compat\.claude_agent: no agent named 'main'"):
+        load_settings(config)
+
+
+def test_a_named_model_is_repointed_by_one_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "models.toml"
+    config.write_text(
+        '[models.reply]\nprovider = "openai"\nbase_url = "http://127.0.0.1:11434/v1"\n'
+        'model = "llama3.2"\nmax_retries = 5\n[agents.defaults]\nmodel = "reply"\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("SESSIONGATE_MODELS__REPLY__BASE_URL", "https://api.example/v1")
+    reply = load_settings(config).models["reply"]
+    assert reply.base_url == "https://api.example/v1"
+    assert (reply.provider, reply.model, reply.max_retries) == ("openai", "llama3.2", 5)
+
+
+@pytest.mark.parametrize(
+    ("origins", "expected"),
+    [
+        ('["http://localhost:3000"]', ["http://localhost:3000"]),
+        (
+            '["HTTP://LocalHost:3000", "https://app.example:443"]',
+            ["http://localhost:3000", "https://app.example"],
+        ),
+        ('["http://[::1]:3000"]', ["http://[::1]:3000"]),
+    ],
+)
+def test_cors_origins_are_kept_as_a_browser_writes_them(
+    tmp_path: Path, origins: str, expected: list[str]
+) -> None:
+    config = tmp_path / "cors.toml"
+    config.write_text(f"[server]\ncors_origins = {origins}\n", encoding="utf-8")
+    assert load_settings(config).server.cors_origins == expected
+
+
+@pytest.mark.parametrize(
+    "origin",
+    ["*", "http://localhost:3000/", "localhost:3000", "ftp://host", "http://u@host", "null"],
+)
+def test_a_cors_origin_that_is_not_one_is_refused_at_start_up(tmp_path: Path, origin: str) -> None:
+    config = tmp_path / "cors.toml"
+    config.write_text(f'[server]\ncors_origins = ["{origin}"]\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"server\.cors_origins"):
+        load_settings(config)

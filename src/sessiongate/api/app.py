@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
 
 from sessiongate import __version__
@@ -30,6 +31,7 @@ from sessiongate.core.segments import RotationRecord
 from sessiongate.errors import Forbidden
 from sessiongate.service.engine import Engine
 from sessiongate.service.turn.handle import TurnOutcome
+from sessiongate.service.warning_sound import WarningSounds
 
 log = logging.getLogger("sessiongate.turns")
 
@@ -66,6 +68,27 @@ def log_rotation(record: RotationRecord) -> None:
             "deciding_model": record.deciding_model,
             "in_place": record.in_place,
         },
+    )
+
+
+#: What a page on an allowed origin may read of an answer beyond the basic headers.
+CORS_EXPOSED = ["X-Session-Key", "X-Context-Compacted", "X-Hosted-Tools-Dropped", "Retry-After"]
+
+
+def install_cors(app: FastAPI, origins: list[str]) -> None:
+    """`[server] cors_origins`: pages on those origins may call every route from a
+    browser, preflight included. Added last, so it is the outermost layer: refusals
+    (401, 413, …) carry the headers too and a page can read why. No cookies are involved
+    (keys travel in `Authorization`), so credentials are not allowed."""
+    if not origins:
+        return
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=origins,
+        allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        allow_headers=["*"],
+        expose_headers=CORS_EXPOSED,
+        max_age=600,
     )
 
 
@@ -111,6 +134,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.state.engine = engine
     app.state.metrics = metrics
     app.state.open_sockets = {}
+    app.state.warning_sounds = WarningSounds(engine.artifacts)  # seed 004's, on UNSAFE
     sockets = websocket.install(app, engine)  # the broadcast and seed 001's endpoint rules
     install_error_handlers(app)
     app.add_middleware(
@@ -118,6 +142,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
         max_bytes=engine.settings.limits.max_body_bytes,
         turn_max_bytes=engine.settings.turn_body_bytes,
     )
+    install_cors(app, engine.settings.server.cors_origins)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

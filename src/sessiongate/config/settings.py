@@ -175,6 +175,13 @@ def cross_check(settings: Settings) -> list[str]:
                 ' OpenAI-compatible /v1/embeddings (provider "openai")'
             )
     agent_names = {n for n in settings.agents if n != "defaults"} or {"main"}
+    for binding in ("claude_agent", "codex_agent", "lifehub_agent", "desktop_agent"):
+        bound = getattr(settings.compat, binding)
+        if bound not in agent_names:
+            problems.append(
+                f"compat.{binding}: no agent named {bound!r} (have: {sorted(agent_names)});"
+                " every seed endpoint is served, so each names a configured agent"
+            )
     problems += check_routing(
         settings.routes,
         settings.modes,

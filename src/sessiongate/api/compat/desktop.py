@@ -3,59 +3,55 @@
 
 Every request ends with exactly one answer, success or failure, so the desktop client
 that locks its input while a request runs always unlocks it (seed 004):
-- 200 `{"ok": true, "classification": "---CHAT---"|"---AGENT---", "response", "action"}`
-  (`action` is how the script ran on the gateway, or null when nothing ran here; with
-  `actions = "client"` the script to run is in `script`);
-- 400 `{"ok": false, "classification": "---UNSAFE---", "error"}` for an unsafe request;
+- 200 `{"ok": true, "classification": "---CHAT---"|"---AGENT---", "response", "action",
+  "audio"}` (`action` is how the script ran on the gateway, or null when nothing ran
+  here; with `actions = "client"` the script to run is in `script`; `audio` is the
+  reply spoken with the agent's voice, or null when it has none);
+- 400 `{"ok": false, "classification": "---UNSAFE---", "error", "audio"}` for an unsafe
+  request, `audio` being seed 004's warning sound;
 - 400 `{"ok": false, "error"}` for empty input;
 - a broken output contract: `{"ok": false, "error", "response": <spoken fallback>}`;
 - any other failure: `{"ok": false, "error"}` with the error's own status.
+
+The caller is its API key's user, or `compat.desktop_user` for the keyless desktop
+client on this machine (api/compat/loopback.py); the sound is served by
+api/compat/desktop_audio.py.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from sessiongate.api.auth import caller_for, current_user
+from sessiongate.api.auth import caller_for
+from sessiongate.api.compat import desktop_audio
+from sessiongate.api.compat.desktop_audio import reply_audio, warning_audio
+from sessiongate.api.compat.loopback import desktop_user
 from sessiongate.core.events import (
     ActionEvent,
     ActionResultEvent,
+    AudioEvent,
     ClassificationEvent,
     EndEvent,
     ErrorEvent,
     TokenEvent,
 )
+from sessiongate.core.safety.verdict import MARKERS, Label
 from sessiongate.core.users import User
-from sessiongate.errors import SessionGateError, Unauthorized
+from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine
 from sessiongate.service.turn.pipeline import InboundTurn
 
+log = logging.getLogger("sessiongate.desktop")
 router = APIRouter()
+router.include_router(desktop_audio.router)
 
 #: Longer input is refused by the content limit anyway; this bounds the query string.
 MAX_INPUT_CHARS = 100_000
-
-
-LOOPBACK = frozenset({"127.0.0.1", "::1"})
-
-
-async def desktop_user(request: Request) -> User:
-    """The caller: its API key as everywhere; or, for seed 004's desktop client (which
-    sends none), `compat.desktop_user` — only to a request without an Authorization
-    header that comes from this machine's loopback address."""
-    engine: Engine = request.app.state.engine
-    fallback = engine.settings.compat.desktop_user
-    client = request.client.host if request.client is not None else None
-    if fallback is None or "authorization" in request.headers or client not in LOOPBACK:
-        return await current_user(request)
-    user = await engine.users.users.get_user(fallback)
-    if user is None:
-        raise Unauthorized(f"compat.desktop_user {fallback!r} is not a user of this gateway")
-    request.state.user = user
-    return user
 
 
 @router.get("/ai")
@@ -78,12 +74,15 @@ async def desktop_turn(
     )
     try:
         inbound = await engine.turns.admit(inbound)
-        handle = engine.turns.start_turn(inbound)
+        # The reply is spoken when the agent has a voice (seed 004 spoke every answer).
+        speak = engine.speech is not None and engine.turns.agent(inbound.agent).voice is not None
+        handle = engine.turns.start_turn(replace(inbound, speak=speak))
     except SessionGateError as exc:
         return _failure(exc.status, exc.code, exc.message)
     result: dict[str, Any] = {"ok": False, "classification": None}
     spoken: list[str] = []
     action: dict[str, Any] | None = None
+    audio: dict[str, Any] | None = None
     error: ErrorEvent | None = None
     async for event in handle.events():
         match event:
@@ -105,15 +104,31 @@ async def desktop_turn(
                 spoken.append(event.content)
             case EndEvent():
                 result.update(ok=True, message_id=event.message_id)
+            case AudioEvent():
+                audio = reply_audio(event)
+                if event.error is not None:
+                    result["audio_error"] = event.error
             case ErrorEvent():
                 error = event
             case _:
                 pass  # start, route, rotation: not part of seed 004's answer
-    result.update(response="".join(spoken) or None, action=action, session_key=key)
+    if result["classification"] == MARKERS[Label.UNSAFE]:
+        audio = await _warning(request, user)
+    result.update(response="".join(spoken) or None, action=action, audio=audio, session_key=key)
     if error is not None:
         result.update(ok=False, error={"code": error.code, "message": error.message})
         return JSONResponse(result, status_code=error.status)
     return JSONResponse(result)
+
+
+async def _warning(request: Request, user: User) -> dict[str, Any] | None:
+    """Seed 004's warning sound for a refused request; None (and a log line) when it
+    cannot be kept: the refusal is answered regardless."""
+    try:
+        return await warning_audio(request, user)
+    except Exception:
+        log.warning("keeping the warning sound failed", exc_info=True)
+        return None
 
 
 def _failure(status: int, code: str, message: str) -> JSONResponse:
