@@ -415,3 +415,45 @@ def test_shapes_validate_against_the_sdks_types(rest: httpx.Client) -> None:
         Response.model_validate(last.response.model_dump())
         whole = rest.post("/v1/responses", json=body)
         Response.model_validate(whole.json())
+
+
+def test_an_idempotency_key_answers_one_response(client: openai.OpenAI, rest: httpx.Client) -> None:
+    headers = {"Idempotency-Key": "resp-once-1"}
+    first = client.responses.with_raw_response.create(
+        model="main", input="only once", extra_headers=headers
+    )
+    again = client.responses.create(model="main", input="only once", extra_headers=headers)
+    assert again.id == first.parse().id and again.output_text == first.parse().output_text
+    streamed = rest.post(
+        "/v1/responses",
+        json={"model": "main", "input": "only once", "stream": True},
+        headers=headers,
+    )
+    events = [
+        TypeAdapter(ResponseStreamEvent).validate_python(d) for _, d in parse_sse(streamed.text)
+    ]
+    last = events[-1]
+    assert last.type == "response.completed" and last.response.id == again.id
+    assert [c for _, c in stored(rest, first.headers["X-Session-Key"])] == [
+        "only once",
+        again.output_text,
+    ]
+    other = rest.post(
+        "/v1/responses", json={"model": "main", "input": "something else"}, headers=headers
+    )
+    assert other.status_code == 422 or 400 <= other.status_code < 500
+    assert other.json()["error"].keys() == {"message", "type", "code", "param"}
+
+
+def test_custom_and_hosted_tool_items_are_left_out(client: openai.OpenAI) -> None:
+    items: Any = [
+        {"type": "message", "role": "user", "content": "patch it"},
+        {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "x"},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "done"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "message", "role": "user", "content": "now?"},
+    ]
+    tools: Any = [{"type": "custom", "name": "apply_patch"}]
+    response = client.responses.create(model="main", input=items, tools=tools)
+    assert response.output_text.endswith("now?")

@@ -202,3 +202,29 @@ class ResponseEvents:
     def failure(self, code: str, message: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         response = failed(self.shell, code, message)
         return [self._event("response.failed", response=response)], response
+
+
+def replay(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A kept response's events: the same kinds in the same order, its text in one delta
+    (numbered from 0; the original stream's numbers are not kept), ending with the kept
+    response itself."""
+    shell = ResponseShell(
+        str(body["id"]), int(body.get("created_at") or 0), str(body.get("model", ""))
+    )
+    events = ResponseEvents(shell)
+    out = events.opening()
+    calls: list[dict[str, str]] = []
+    for item in body.get("output") or []:
+        if item.get("type") == "message":
+            for part in item.get("content") or []:
+                out.extend(events.delta(str(part.get("text", ""))))
+        elif item.get("type") == "function_call":
+            calls.append(
+                {"id": item["call_id"], "name": item["name"], "arguments": item["arguments"]}
+            )
+    closing, _ = events.end(calls, {}, "complete")
+    closing[-1] = {**closing[-1], "type": f"response.{body.get('status', 'completed')}"}
+    closing[-1]["response"] = dict(body)
+    for event in closing:
+        out.append(event)
+    return out

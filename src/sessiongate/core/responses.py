@@ -145,8 +145,10 @@ def input_messages(raw: object, instructions: str | None = None) -> list[dict[st
                 raise InvalidResponseInput(f"{where} needs the `call_id` it answers", "input")
             output = _output_text(item.get("output", ""), where)
             messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
-        elif isinstance(kind, str) and kind.endswith("_call"):
-            continue  # a hosted tool's call (web_search_call, …): nothing to send on
+        elif isinstance(kind, str) and kind.endswith(("_call", "_call_output")):
+            # A hosted or custom tool's call or output (web_search_call,
+            # custom_tool_call_output, …): such tools are never offered, nothing to send on.
+            continue
         else:
             raise InvalidResponseInput(f"{where}.type {str(kind)[:40]!r} is not supported", "input")
     if pending is not None:

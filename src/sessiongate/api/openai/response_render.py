@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from sessiongate.core.conversation import render_notice
 from sessiongate.core.events import EndEvent, ErrorEvent, RotationEvent, TokenEvent, TurnEvent
-from sessiongate.core.response_events import ResponseEvents, ResponseShell
+from sessiongate.core.response_events import ResponseEvents, ResponseShell, replay
 
 #: What runs with the finished response object (keeping it), before it is sent.
 OnDone = Callable[[dict[str, Any]], Awaitable[None]]
@@ -122,3 +122,9 @@ async def whole_response(
         if event["type"] in ("response.completed", "response.incomplete", "response.failed"):
             final = event["response"]
     return final
+
+
+def replayed(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A kept response's events again (an `Idempotency-Key` repeated): its text as one
+    delta, its calls, the response as it was kept."""
+    return replay(body)

@@ -29,6 +29,7 @@ from sessiongate.api.openai.response_render import (
     OpenAIError,
     not_found,
     openai_error,
+    replayed,
     response_events,
     sse,
     whole_response,
@@ -53,6 +54,7 @@ from sessiongate.models.base import capabilities_of
 from sessiongate.service.conversation.client_turn import ClientTurn
 from sessiongate.service.conversation.locate import derived_key
 from sessiongate.service.engine import Engine
+from sessiongate.service.idempotency import IdempotentRequest, idempotent_request
 from sessiongate.service.responses import ResponseService, build_response_service
 from sessiongate.service.turn.client_reply import stateless_wire
 from sessiongate.service.turn.pipeline import InboundTurn
@@ -125,12 +127,19 @@ async def create_response(
     request: Request,
     session_id: str | None = Header(None, alias="session-id", max_length=512),
     thread_id: str | None = Header(None, alias="thread-id", max_length=512),
+    idempotency_key: str | None = Header(None),
 ) -> Response:
     try:
         body = await _request_body(request)
-        return await _create(
-            request, caller_for(user), body, _client_id(session_id, thread_id, body)
+        client_id = _client_id(session_id, thread_id, body)
+        idempotent = idempotent_request(
+            user.name,
+            idempotency_key,
+            None,
+            "responses",
+            {**body.model_dump(exclude={"stream"}), "client_id": client_id},
         )
+        return await _create(request, caller_for(user), body, client_id, idempotent)
     except OpenAIError as exc:
         return exc.response()
     except InvalidResponseInput as exc:
@@ -140,7 +149,11 @@ async def create_response(
 
 
 async def _create(
-    request: Request, caller: Caller, body: ResponseRequest, client_id: str | None
+    request: Request,
+    caller: Caller,
+    body: ResponseRequest,
+    client_id: str | None,
+    idempotent: IdempotentRequest | None,
 ) -> Response:
     engine: Engine = request.app.state.engine
     conversations = engine.conversations
@@ -238,7 +251,7 @@ async def _create(
             attachments=parsed.attachments,
             client=ClientTurn(parsed.messages, identity, parsed.system, parsed.options, hashes),
         )
-        handle, first, events = await begin_turn(engine, inbound)
+        handle, first, events = await begin_turn(engine, inbound, idempotent)
         headers["X-Session-Key"] = getattr(first, "session_key", key)
         headers["X-Session-Id"] = getattr(first, "session_id", "")
         headers["X-Session-Identity"] = identity.value
@@ -260,6 +273,18 @@ async def _create(
     )
     keep = body.store and not stateless
     items = listed_items(body.input, response_id)
+
+    kept = await responses_of(request).get(caller, response_id) if idempotent else None
+    if kept is not None:
+        # The same Idempotency-Key again, its response kept: answered from it, as it was.
+        if not body.stream:
+            return JSONResponse(kept.body, headers=headers)
+        replay = replayed(kept.body)
+        return StreamingResponse(
+            (sse(event) for event in replay),
+            media_type="text/event-stream",
+            headers={**SSE_HEADERS, **headers},
+        )
 
     async def on_done(response: dict[str, Any]) -> None:
         if keep and response["status"] != "failed":
