@@ -7,10 +7,11 @@ Processes, all on 127.0.0.1 with ephemeral ports (this script re-runs itself wit
 * the stub model (support/stub.py): an OpenAI-compatible streaming
   `POST /v1/chat/completions`;
 * the stacks (support/stacks.py): sessiongate (SQLite, the `openai` provider pointed at the
-  stub), the LangGraph stack (support/stacks_langgraph.py), the LiteLLM proxy from its own
-  virtual environment at a pinned version (support/stacks_litellm.py), and with
-  `--postgres-url` `sessiongate serve` with `--workers` processes on PostgreSQL
-  (support/gwload_workers.py);
+  stub), the floor (support/stacks_floor.py: a bare pass-through proxy, what a Python
+  gateway doing nothing costs), the LangGraph stack (support/stacks_langgraph.py), the
+  LiteLLM proxy from its own virtual environment at a pinned version
+  (support/stacks_litellm.py), and with `--postgres-url` `sessiongate serve` with
+  `--workers` processes on PostgreSQL (support/gwload_workers.py);
 * the client (support/client.py, this process): one keep-alive connection per session.
 
 Phases (support/phases.py), for every stack and for the stub sent the same requests
@@ -31,7 +32,9 @@ installs the project's `bench` extra into this interpreter if it is missing.
 The last line printed is always
 `gateway_vs_langgraph_turns_ratio=<x> gateway_vs_litellm_turns_ratio=<y>
 c1_added_ttft_p50_ms=<a> open_loop_added_ttft_p99_ms=<b>
-litellm_open_loop_added_ttft_p99_ms=<c>` (one line; NaN where a figure is missing).
+litellm_open_loop_added_ttft_p99_ms=<c> gateway_vs_floor_cpu_ratio=<d>
+c1_ttft_vs_floor_ratio=<e> c1_ttft_vs_langgraph_ratio=<f> open_loop_p99_vs_litellm_ratio=<g>`
+(one line; NaN where a figure is missing).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from support.common import (
 from support.phases import Plan, drive
 from support.profile_report import print_profile
 from support.report import checks, last_line, summarise_all, table, write_json
-from support.stacks import Stacks, serve_baseline, serve_gateway, start_stacks
+from support.stacks import Stacks, serve_baseline, serve_floor, serve_gateway, start_stacks
 from support.stub import serve_stub
 
 
@@ -109,7 +112,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--no-litellm", action="store_true", help="leave the LiteLLM proxy out")
     add("--litellm-workers", type=int, default=1, help="LiteLLM proxy worker processes")
     # Hidden: how this script runs its own server processes.
-    add("--role", choices=("stub", "gateway", "baseline"), help=argparse.SUPPRESS)
+    add("--role", choices=("stub", "gateway", "baseline", "floor"), help=argparse.SUPPRESS)
     add("--ready-file", help=argparse.SUPPRESS)
     add("--stub-url", help=argparse.SUPPRESS)
     add("--data-dir", help=argparse.SUPPRESS)
@@ -225,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         "stub": serve_stub,
         "gateway": serve_gateway,
         "baseline": serve_baseline,
+        "floor": serve_floor,
     }
     if args.role:
         roles[args.role](args)

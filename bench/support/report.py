@@ -24,6 +24,9 @@ TARGET_C1_ADDED_P50_MS = 2.0
 TARGET_OPEN_ADDED_P99_MS = 10.0
 TARGET_TURNS_PER_S = 500.0
 TARGET_RATIO_VS_LANGGRAPH = 4.0
+#: Issue 24's targets against the floor (support/stacks_floor.py), ratios in one run.
+TARGET_CPU_VS_FLOOR = 2.0
+TARGET_C1_VS_FLOOR = 1.5
 NO_CELL = "\u2013"  # a table cell with nothing to show
 
 
@@ -259,6 +262,28 @@ def checks(stacks: Sequence[Summary]) -> list[Check]:
                 f"{fmt(lg.capacity_turns_per_s, 1)})",
             )
         )
+    floor = by.get("floor")
+    if floor is not None:
+        cpu = _ratio(
+            sg.cpu_ms_per_turn.get("server", math.nan),
+            floor.cpu_ms_per_turn.get("server", math.nan),
+        )
+        out.append(
+            Check(
+                f"server CPU per turn <= {TARGET_CPU_VS_FLOOR:g}x the bare proxy's",
+                cpu <= TARGET_CPU_VS_FLOOR,
+                f"{fmt(cpu)}x ({fmt(sg.cpu_ms_per_turn.get('server', math.nan))} vs "
+                f"{fmt(floor.cpu_ms_per_turn.get('server', math.nan))} ms)",
+            )
+        )
+        ttft = _ratio(sg.added["c1_p50"], floor.added["c1_p50"])
+        out.append(
+            Check(
+                f"added TTFT at c=1, p50 <= {TARGET_C1_VS_FLOOR:g}x the bare proxy's",
+                ttft <= TARGET_C1_VS_FLOOR,
+                f"{fmt(ttft)}x ({fmt(sg.added['c1_p50'])} vs {fmt(floor.added['c1_p50'])} ms)",
+            )
+        )
     out.append(Check("no failed turns", sg.errors == 0, f"{sg.errors} failed"))
     return out
 
@@ -267,14 +292,26 @@ def last_line(stacks: Sequence[Summary] | None) -> str:
     """The summary line printed last, whatever happened (NaN where a figure is missing)."""
     by = {s.target: s for s in stacks or ()}
     sg, lg, ll = by.get("sessiongate"), by.get("langgraph"), by.get("litellm")
+    floor = by.get("floor")
     nan = math.nan
     cap = sg.capacity_turns_per_s if sg else nan
+    sg_cpu = sg.cpu_ms_per_turn.get("server", nan) if sg else nan
+    sg_c1 = sg.added.get("c1_p50", nan) if sg else nan
     values = {
         "gateway_vs_langgraph_turns_ratio": _ratio(cap, lg.capacity_turns_per_s if lg else nan),
         "gateway_vs_litellm_turns_ratio": _ratio(cap, ll.capacity_turns_per_s if ll else nan),
         "c1_added_ttft_p50_ms": sg.added.get("c1_p50", nan) if sg else nan,
         "open_loop_added_ttft_p99_ms": sg.added.get("open_p99", nan) if sg else nan,
         "litellm_open_loop_added_ttft_p99_ms": ll.added.get("open_p99", nan) if ll else nan,
+        "gateway_vs_floor_cpu_ratio": _ratio(
+            sg_cpu, floor.cpu_ms_per_turn.get("server", nan) if floor else nan
+        ),
+        "c1_ttft_vs_floor_ratio": _ratio(sg_c1, floor.added.get("c1_p50", nan) if floor else nan),
+        "c1_ttft_vs_langgraph_ratio": _ratio(sg_c1, lg.added.get("c1_p50", nan) if lg else nan),
+        "open_loop_p99_vs_litellm_ratio": _ratio(
+            sg.added.get("open_p99", nan) if sg else nan,
+            ll.added.get("open_p99", nan) if ll else nan,
+        ),
     }
     return " ".join(f"{k}={v:.2f}" for k, v in values.items())
 

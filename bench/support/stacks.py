@@ -9,6 +9,8 @@
   `gateway_load.py --role baseline`.
 * **litellm**: the LiteLLM proxy from its own venv, `litellm --config FILE`
   (stacks_litellm.py).
+* **floor**: a bare pass-through proxy (stacks_floor.py): raw ASGI under the same
+  uvicorn settings, the stub's bytes relayed as they come; what doing nothing costs.
 * **sessiongate-pg** (with `--postgres-url`): `sessiongate serve` with several workers on
   PostgreSQL, started as an operator would (gwload_workers.py).
 
@@ -131,6 +133,20 @@ def serve_baseline(args: argparse.Namespace) -> None:
     run_server(uvicorn.Server(_uvicorn_config(app, args.access_log)), sock, None)
 
 
+# -- the floor: a pass-through proxy (child process) -----------------------------------------
+
+
+def serve_floor(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from support.stacks_floor import build_floor_app
+
+    sock = listening_socket()
+    write_ready(args.ready_file, {"port": sock.getsockname()[1]})
+    app = build_floor_app(args.stub_url)
+    run_server(uvicorn.Server(_uvicorn_config(app, args.access_log)), sock, None)
+
+
 # -- starting them all (orchestrator) -----------------------------------------------------------
 
 
@@ -167,6 +183,8 @@ def start_stacks(args: argparse.Namespace, workdir: Path, profile_path: Path | N
         if profile_path:
             gateway_args += ["--profile-out", str(profile_path)]
         stacks.servers.append(start_child("sessiongate", gateway_args, workdir))
+        floor_args = ["floor", *common, "--stub-url", url]
+        stacks.servers.append(start_child("floor", floor_args, workdir))
         if args.postgres_url:
             from support.gwload_workers import start_workers
 
