@@ -90,6 +90,7 @@ async def test_streams_stdout_as_tokens_and_gets_the_turn_on_stdin(tmp_path: Pat
     assert outcome.text == "got 2 messages: héllo ✓"
     assert outcome.tokens >= 4  # streamed as written, not in one piece at exit
     assert outcome.usage is not None and outcome.usage.completion_tokens > 0
+    assert outcome.usage.estimated is True  # a command reports no usage: it is counted here
 
 
 async def test_a_non_zero_exit_is_command_failed_with_stderr_only_in_the_log(

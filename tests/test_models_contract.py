@@ -163,6 +163,7 @@ async def test_streams_text_and_the_servers_usage(wire: Wire) -> None:
     assert outcome.text == "Hello, world" and outcome.tokens == 3
     assert outcome.usage is not None
     assert (outcome.usage.prompt_tokens, outcome.usage.completion_tokens) == wire.p.usage
+    assert outcome.usage.estimated is False  # the server's own counts
     (request,) = server.requests
     assert request.body["stream"] is True
     assert wire.p.sent_key(request.headers) == "sk-test-contract"
@@ -435,6 +436,7 @@ async def test_a_turn_through_the_engine(
     assert content == "Hello, world"
     assert metadata["model"] == "m"
     assert metadata["usage"]["prompt_tokens"] == wire.p.usage[0]
+    assert "estimated" not in metadata["usage"]  # measured usage carries no mark
     assert wire.p.sent_key(server.requests[0].headers) == "sk-e2e-key-1234"
 
 

@@ -72,6 +72,8 @@ async def test_estimates_usage_when_the_server_sends_none() -> None:
     # "Be brief." is 3 estimated tokens, "hi" 1; the reply's 8 characters are 2.
     assert outcome.usage is not None
     assert (outcome.usage.prompt_tokens, outcome.usage.completion_tokens) == (4, 2)
+    assert outcome.usage.estimated is True
+    assert outcome.usage.to_dict()["estimated"] is True
 
 
 async def test_a_chunk_of_the_wrong_shape_is_a_bad_response() -> None:

@@ -7,8 +7,10 @@ users."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -62,6 +64,10 @@ class ToolModel:
             )
         elif options.response_format is not None:
             yield TextDelta(json.dumps(PERSON))
+        elif last["role"] == "user" and text_of(last["content"]) == "slow":
+            for _ in range(200):  # until cancelled
+                await asyncio.sleep(0.05)
+                yield TextDelta(".")
         else:
             text = (
                 f"It is {last['content']}."
@@ -457,3 +463,40 @@ def test_custom_and_hosted_tool_items_are_left_out(client: openai.OpenAI) -> Non
     tools: Any = [{"type": "custom", "name": "apply_patch"}]
     response = client.responses.create(model="main", input=items, tools=tools)
     assert response.output_text.endswith("now?")
+
+
+def _until_settled(client: openai.OpenAI, response_id: str) -> Response:
+    deadline = time.monotonic() + 10
+    while True:
+        found = client.responses.retrieve(response_id)
+        if found.status not in ("queued", "in_progress") or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_background_response_runs_on_and_is_kept(client: openai.OpenAI) -> None:
+    started = client.responses.create(model="main", input="in the background", background=True)
+    assert started.status == "in_progress" and started.background is True
+    done = _until_settled(client, started.id)
+    assert done.status == "completed" and done.output_text.endswith("in the background")
+    # An ended response is answered as it is by a cancel.
+    assert client.responses.cancel(started.id).status == "completed"
+
+
+def test_background_response_can_be_cancelled(client: openai.OpenAI, rest: httpx.Client) -> None:
+    started = client.responses.create(model="main", input="slow", background=True)
+    cancelled = client.responses.cancel(started.id)
+    assert cancelled.status == "cancelled"
+    assert client.responses.retrieve(started.id).status == "cancelled"
+    # The key is free again: the next response on it runs.
+    after = client.responses.create(model="main", input="next", previous_response_id=started.id)
+    assert after.status == "completed"
+    plain = client.responses.create(model="main", input="not in the background")
+    refused = rest.post(f"/v1/responses/{plain.id}/cancel")
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "response_id"
+    assert rest.post("/v1/responses/resp_unknown/cancel").status_code == 404
+    no_store = rest.post(
+        "/v1/responses",
+        json={"model": "main", "input": "x", "background": True, "store": False},
+    )
+    assert no_store.status_code == 400 and no_store.json()["error"]["param"] == "background"

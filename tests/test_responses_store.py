@@ -59,6 +59,11 @@ async def test_record_keeps_where_the_answer_ended(engine: Engine) -> None:
     found = await service.get(alice, "resp_c")
     assert found is not None and (found.tip_hash, found.tip_position) == ("", 0)
     assert found.key == "no-conversation" and found.body == body
+    # Kept again under the same id (a background response ending): the new body wins.
+    ended = {**body, "status": "completed"}
+    await service.record(alice, "no-conversation", ended, [])
+    again = await service.get(alice, "resp_c")
+    assert again is not None and again.body == ended
 
 
 @BOTH

@@ -356,6 +356,28 @@ async def test_recall_folds_case_beyond_ascii(store: Store, ids: IdGenerator) ->
     assert [f.content for f in await store.recall(K, "KÖLN", rationale="r")] == ["GRÜSSE aus Köln"]
 
 
+async def test_recall_never_finds_what_the_offline_stand_in_said(
+    store: Store, ids: IdGenerator
+) -> None:
+    _, s1 = await store.create_key(K, ids.new(), NOW)
+    await say(store, s1, "where do otters sleep")
+    for metadata in ({"offline": True}, {"offline": False}, {}):
+        await store.append_message(
+            s1.session_id,
+            role=Role.ASSISTANT,
+            content=f"otters answer {metadata}",
+            now=NOW,
+            metadata=metadata,
+        )
+    await rotate(store, ids, K)
+    found = await store.recall(K, "otters", rationale="r", limit=10)
+    assert sorted(f.content for f in found) == [
+        "otters answer {'offline': False}",
+        "otters answer {}",
+        "where do otters sleep",
+    ]
+
+
 # -- listing, overrides, erasure -----------------------------------------------------------
 
 

@@ -3,6 +3,12 @@
 The thread comes from the `latest` segment only (plus, for a revert continuation, the
 segments it explicitly continues). History enters only as explicitly recalled fragments,
 and each one's rationale is carried into the turn's metadata.
+
+What the offline stand-in said (models/offline.py: "No model is configured…", "The model
+is unavailable right now…") is kept and shown, but no model ever reads it: its answers are
+stored with `metadata.offline: true` and left out of every context here (and of recall,
+the topic judge and a stateless request's list). The user message it answered stays: it
+is what the user said, a retry answers it, and the next model sees it unanswered.
 """
 
 from __future__ import annotations
@@ -116,21 +122,39 @@ def render_recall(fragments: Sequence[RecallFragment]) -> str:
 CLIENT_SYSTEM = "client_system"
 #: Assistant-message metadata: the ids of the answer it replaces (a regenerate).
 SUPERSEDES = "supersedes"
+#: Assistant-message metadata: `true` when the offline stand-in wrote it, not a model.
+OFFLINE = "offline"
+#: What every answer of the offline stand-in says near its start (models/offline.py), so
+#: one a client hands back in its own message list is known without the store's mark.
+STAND_IN_SIGNATURE = "this is sessiongate's offline stand-in answering"
+
+
+def is_stand_in(message: Message) -> bool:
+    """Whether the offline stand-in wrote this stored message (never a model's input)."""
+    return message.role is Role.ASSISTANT and message.metadata.get(OFFLINE) is True
+
+
+def is_stand_in_text(text: str) -> bool:
+    """Whether an assistant text a client sent is one of the stand-in's answers."""
+    return STAND_IN_SIGNATURE in text[:160]
 
 
 def without_superseded(
     thread: Sequence[Message], leave_out: Collection[str] = ()
 ) -> Sequence[Message]:
-    """The thread without the answers a later message supersedes (and `leave_out`): a
-    regenerated answer stays in the store, out of the context."""
+    """The thread without the answers a later message supersedes (and `leave_out`) and
+    without the offline stand-in's answers: a regenerated answer stays in the store, out of
+    the context, and so does whatever the stand-in said."""
     gone = set(leave_out)
+    stand_ins = False
     for message in thread:
         replaced = message.metadata.get(SUPERSEDES)
         if isinstance(replaced, list):
             gone.update(str(m) for m in replaced)
-    if not gone:
+        stand_ins = stand_ins or is_stand_in(message)
+    if not gone and not stand_ins:
         return thread
-    return [m for m in thread if m.message_id not in gone]
+    return [m for m in thread if m.message_id not in gone and not is_stand_in(m)]
 
 
 def client_system_of(thread: Sequence[Message]) -> tuple[str, ...]:
@@ -163,7 +187,8 @@ def assemble_context(
     newest `memory_window` thread messages. Over budget, recalled fragments go first
     (lowest score first), then the oldest thread messages; the system text and the newest
     thread message always stay, so the model always sees what it is answering. Superseded
-    answers (and `leave_out`) are not part of the thread.
+    answers (and `leave_out`) and the offline stand-in's answers are not part of the
+    thread.
 
     Tool steps (core/tool_calls.py) are kept or dropped as whole groups, calls cut short
     are answered `interrupted`, and results are capped at `max_tool_result_chars`.

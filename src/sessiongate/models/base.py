@@ -34,13 +34,30 @@ class TextDelta:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: The counts are sessiongate's own estimate (core/context.py `estimate_tokens`), not
+    #: the provider's: the `command` and `offline` providers, and a server that reported
+    #: none (or only part). Reported as `"estimated": true` wherever usage goes.
+    estimated: bool = False
 
     def to_dict(self) -> dict[str, int]:
-        return {
+        """OpenAI's three counts, plus `"estimated": True` (a bool, so an int to the
+        type checker) when they are an estimate; measured usage has no such key."""
+        data = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
         }
+        if self.estimated:
+            data["estimated"] = True
+        return data
+
+    def __add__(self, more: Usage) -> Usage:
+        """Two calls' usage together: estimated when either was."""
+        return Usage(
+            self.prompt_tokens + more.prompt_tokens,
+            self.completion_tokens + more.completion_tokens,
+            self.estimated or more.estimated,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,6 +113,7 @@ class CommandModel:
         yield Usage(
             prompt_tokens=sum(estimate_tokens(text_of(m.get("content", ""))) for m in messages),
             completion_tokens=estimate_tokens("".join(parts)),
+            estimated=True,  # a command reports no usage
         )
 
     async def _spawn(self) -> asyncio.subprocess.Process:

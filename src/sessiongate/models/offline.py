@@ -2,6 +2,8 @@
 
 Deterministic and honest: it says plainly that no model is configured and echoes what it
 was asked, so a fresh install works end to end without pretending to be an assistant.
+Its answers are kept marked `offline` and no model ever reads them (core/context.py); its
+usage is an estimate (`estimated`).
 Standing in for configured models that failed (a fallback chain ending in `offline`), it
 says instead that the model is unavailable (`standing_in`, used by service/turn/model_steps.py).
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import ClassVar
 
-from sessiongate.core.context import estimate_tokens
+from sessiongate.core.context import STAND_IN_SIGNATURE, estimate_tokens
 from sessiongate.models.base import (
     NO_OPTIONS,
     TEXT_ONLY,
@@ -47,12 +49,12 @@ class OfflineModel:
         quoted = last_user if len(last_user) <= 200 else last_user[:197] + "..."
         if self.fallback:
             return (
-                "The model is unavailable right now, so this is sessiongate's offline"
-                f" stand-in answering. I received: \u201c{quoted}\u201d ({history} message(s)"
-                " in context). Please try again later."
+                f"The model is unavailable right now, so {STAND_IN_SIGNATURE}."
+                f" I received: \u201c{quoted}\u201d ({history} message(s) in context)."
+                " Please try again later."
             )
         return (
-            "No model is configured, so this is sessiongate's offline stand-in answering. "
+            f"No model is configured, so {STAND_IN_SIGNATURE}. "
             f"I received: \u201c{quoted}\u201d ({history} message(s) in context). "
             "Configure a model under [models] in the config file to get real replies."
         )
@@ -65,4 +67,4 @@ class OfflineModel:
         for word in text.split(" "):
             yield TextDelta(word + " ")
         prompt = sum(estimate_tokens(text_of(m.get("content", ""))) for m in messages)
-        yield Usage(prompt_tokens=prompt, completion_tokens=estimate_tokens(text))
+        yield Usage(prompt_tokens=prompt, completion_tokens=estimate_tokens(text), estimated=True)

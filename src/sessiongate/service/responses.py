@@ -34,8 +34,6 @@ class ResponseService:
     ) -> None:
         """Keep a finished response: its key's conversation head is where its answer
         ended (the key's turns are serialised; the head read right after the turn)."""
-        if await self.store.get(caller.name, str(body["id"])) is not None:
-            return  # a request that joined the turn (the same Idempotency-Key) kept it
         head = await self.conversations.index.head(KeyRef(caller.name, key))
         await self.store.add(
             ResponseRecord(

@@ -42,7 +42,10 @@ class ConversationObject:
 
 
 class ResponseStore(Protocol):
-    async def add(self, record: ResponseRecord) -> None: ...
+    async def add(self, record: ResponseRecord) -> None:
+        """Keep the row; a row with the same id (a background response finishing, a
+        request that joined the turn) gets this one's tip and body."""
+        ...
 
     async def get(self, owner: str, response_id: str) -> ResponseRecord | None:
         """The owner's response: another user's id is not found."""

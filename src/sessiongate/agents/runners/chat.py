@@ -59,9 +59,8 @@ def call_records(
 
 
 def add_usage(total: Usage, more: Usage) -> Usage:
-    return Usage(
-        total.prompt_tokens + more.prompt_tokens, total.completion_tokens + more.completion_tokens
-    )
+    """The turn's usage so far with one more call's (estimated when any call's was)."""
+    return total + more
 
 
 async def keep_cut(turn: AgentTurn, cut: StepCut) -> None:
@@ -70,7 +69,7 @@ async def keep_cut(turn: AgentTurn, cut: StepCut) -> None:
     await turn.append(
         Role.ASSISTANT,
         cut.reply.text(),
-        {"turn_id": turn.handle.turn_id, "model": cut.model, "interrupted_by": cut.cause},
+        cut.kept_metadata(turn.handle.turn_id),
         MessageStatus.INTERRUPTED,
     )
     if cut.error is None:
@@ -91,7 +90,7 @@ async def finish(turn: AgentTurn, step: StepResult, usage: Usage, extra: dict[st
             "dropped": context.dropped_messages,
         },
         **extra,
-        **step.fallback_marks(),
+        **step.model_marks(),
     }
     if step.reply.full:
         metadata["truncated"] = True

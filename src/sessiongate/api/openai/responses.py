@@ -24,7 +24,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sessiongate.api.auth import CurrentUser, caller_for
+from sessiongate.api.openai import response_background
 from sessiongate.api.openai.messages import fit_client_tools, parse_request
+from sessiongate.api.openai.response_background import BackgroundTurn, start_background
 from sessiongate.api.openai.response_render import (
     OpenAIError,
     not_found,
@@ -60,6 +62,7 @@ from sessiongate.service.turn.client_reply import stateless_wire
 from sessiongate.service.turn.pipeline import InboundTurn
 
 router = APIRouter(prefix="/v1")
+router.include_router(response_background.router)
 
 #: The text a continuation with no user message of its own (tool results) is judged by.
 TOOL_RESULTS_TEXT = "(tool results)"
@@ -159,8 +162,6 @@ async def _create(
     conversations = engine.conversations
     if conversations is None:
         raise RuntimeError("this engine was built without conversations")
-    if body.background:
-        raise OpenAIError(400, "background responses are not supported yet.", None, "background")
     try:
         agent = await engine.turns.usable_agent(caller, body.model)
     except SessionGateError:
@@ -220,6 +221,9 @@ async def _create(
     stateless = agent.history == "none" or (
         previous is None and start is None and client_id is None and not body.store
     )
+    if body.background and (stateless or not body.store):
+        message = "background responses are kept: they need store: true and an agent with history."
+        raise OpenAIError(400, message, "invalid_value", "background")
     key = ""
     if stateless:
         turn_id = engine.sessions.ids.new()
@@ -294,6 +298,9 @@ async def _create(
         return list(handle.tool_calls)
 
     notice = engine.settings.openai.rotation_notice
+    if body.background and not body.stream:
+        turn = BackgroundTurn(shell, key, items, handle, first, events, calls, notice)
+        return await start_background(request, responses_of(request), caller, turn, headers)
     if body.stream:
 
         async def stream() -> Any:

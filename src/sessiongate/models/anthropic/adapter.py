@@ -237,6 +237,7 @@ class AnthropicModel:
         yield Usage(
             prompt_tokens=prompt if prompt is not None else _estimate(system, messages),
             completion_tokens=completion if completion is not None else estimate_tokens(full),
+            estimated=prompt is None or completion is None,
         )
 
     def _classify(self, exc: Exception, started: bool) -> Failure:

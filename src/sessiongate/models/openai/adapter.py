@@ -209,6 +209,7 @@ class OpenAIChatModel:
             usage = Usage(
                 prompt_tokens=_estimate_prompt(messages),
                 completion_tokens=estimate_tokens("".join(parts) + calls.argument_text()),
+                estimated=True,
             )
         yield usage
 

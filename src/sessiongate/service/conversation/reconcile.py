@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from sessiongate.config.openai import OpenAIConfig
-from sessiongate.core.context import CLIENT_SYSTEM
+from sessiongate.core.context import CLIENT_SYSTEM, OFFLINE, is_stand_in_text
 from sessiongate.core.conversation import (
     MAX_ANSWER_NODES,
     ROOT,
@@ -284,6 +284,10 @@ class Reconciler:
             metadata[FROM_CLIENT] = True
             if message.role is ClientRole.USER:
                 metadata[CLIENT_SYSTEM] = list(plan.turn.system)
+            elif is_stand_in_text(message.content):
+                # The offline stand-in's answer, as the client shows it: kept, never
+                # a model's input (core/context.py), like the one the gateway stored.
+                metadata[OFFLINE] = True
             if message.calls:
                 metadata["tool_calls"] = [
                     {"id": c.call_id, "name": c.name, "arguments": c.arguments}

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sessiongate.core.context import AssembledContext
+from sessiongate.core.context import AssembledContext, is_stand_in_text
 from sessiongate.core.events import EndEvent
 from sessiongate.core.segments import Role
 from sessiongate.core.tool_calls import ToolCallRecord
@@ -31,6 +31,7 @@ from sessiongate.models.base import (
     ReplyModel,
     ToolCallChunk,
     capabilities_of,
+    text_of,
 )
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.turn.agent_runtime import Appender
@@ -100,15 +101,20 @@ async def run_client_reply(
 def stateless_wire(
     agent: AgentProfile, system: Sequence[str], messages: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The agent's system text, then the client's, then the client's messages."""
+    """The agent's system text, then the client's, then the client's messages (without
+    the offline stand-in's answers it shows: no model reads those, core/context.py)."""
     wire: list[dict[str, Any]] = []
     if agent.system_prompt:
         wire.append({"role": "system", "content": agent.system_prompt})
     for item in agent.context_files:
         wire.append({"role": "system", "content": item.content})
     wire.extend({"role": "system", "content": text} for text in system)
-    wire.extend(dict(m) for m in messages)
+    wire.extend(dict(m) for m in messages if not _stand_in_answer(m))
     return wire
+
+
+def _stand_in_answer(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "assistant" and is_stand_in_text(text_of(message.get("content")))
 
 
 class StatelessReplies:

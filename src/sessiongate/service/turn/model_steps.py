@@ -4,6 +4,9 @@ client, collect its tool calls.
 The rule for switching models: a model that fails before anything reached the client is
 replaced by the next one of the chain; once text (or a tool call) came, the turn never
 switches model silently, and `StepCut` carries what came so the caller keeps it.
+
+A reply says which model wrote it; one by the offline stand-in is marked `offline` (kept,
+never a model's input again: core/context.py).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessiongate.core.context import OFFLINE
 from sessiongate.core.events import TokenEvent
 from sessiongate.errors import ModelError
 from sessiongate.models.base import (
@@ -67,27 +71,51 @@ class StepResult:
     calls: list[ToolCallChunk] = field(default_factory=list)
     #: The models of the chain that failed before `model` answered (a fallback).
     failed: tuple[str, ...] = ()
+    #: The offline stand-in answered (models/offline.py), not a model.
+    offline: bool = False
 
     @property
     def text(self) -> str:
         return self.reply.text()
 
-    def fallback_marks(self) -> dict[str, Any]:
-        """What a kept reply's metadata says when a fallback model wrote it."""
-        if not self.failed:
-            return {}
-        return {"fallback": True, "failed_models": list(self.failed)}
+    def model_marks(self) -> dict[str, Any]:
+        """What a kept reply's metadata says about who wrote it: a fallback model
+        (`fallback`, `failed_models`), the offline stand-in (`offline`)."""
+        marks: dict[str, Any] = {}
+        if self.failed:
+            marks.update(fallback=True, failed_models=list(self.failed))
+        if self.offline:
+            marks[OFFLINE] = True
+        return marks
 
 
 class StepCut(Exception):
     """The model failed (or the step was cancelled) after output reached the client."""
 
-    def __init__(self, model: str, reply: ReplyText, cause: str, error: ModelError | None):
+    def __init__(
+        self,
+        model: str,
+        reply: ReplyText,
+        cause: str,
+        error: ModelError | None,
+        *,
+        offline: bool = False,
+    ):
         super().__init__(cause)
         self.model = model
         self.reply = reply
         self.cause = cause
         self.error = error
+        #: The offline stand-in was answering.
+        self.offline = offline
+
+    def kept_metadata(self, turn_id: str) -> dict[str, Any]:
+        """What the text kept as `interrupted` records."""
+        metadata: dict[str, Any] = {"turn_id": turn_id, "model": self.model}
+        metadata["interrupted_by"] = self.cause
+        if self.offline:
+            metadata[OFFLINE] = True
+        return metadata
 
 
 async def stream_step(
@@ -114,6 +142,7 @@ async def stream_step(
             last_error = ModelError(f"model {name!r} is not configured", code="model_missing")
             failed.append(name)
             continue
+        offline = isinstance(model, OfflineModel)
         if failed and isinstance(model, OfflineModel):
             model = model.standing_in()  # "the model is unavailable", not "none configured"
         reply = ReplyText(max_reply_chars)
@@ -148,13 +177,13 @@ async def stream_step(
         except ModelError as exc:
             last_error = exc
             if reply.parts or calls:
-                raise StepCut(name, reply, exc.code, exc) from exc
+                raise StepCut(name, reply, exc.code, exc, offline=offline) from exc
             failed.append(name)
             continue
         except asyncio.CancelledError as exc:
             if reply.parts:
-                raise StepCut(name, reply, "cancelled", None) from exc
+                raise StepCut(name, reply, "cancelled", None, offline=offline) from exc
             raise
-        return StepResult(name, reply, usage, calls, tuple(failed))
+        return StepResult(name, reply, usage, calls, tuple(failed), offline)
     assert last_error is not None
     raise last_error

@@ -49,7 +49,6 @@ async def stream_plain_reply(
     metadata = reply_metadata(handle, step, context)
     if step.reply.full:
         metadata["truncated"] = True
-    metadata.update(step.fallback_marks())
     text = step.text
     if addendum is not None and not step.reply.full:
         # After the reply streamed (its tokens were never held back), before it is kept:
@@ -77,7 +76,7 @@ async def keep_cut_reply(cut: StepCut, handle: TurnHandle, append: Appender) -> 
     await append(
         Role.ASSISTANT,
         cut.reply.text(),
-        {"turn_id": handle.turn_id, "model": cut.model, "interrupted_by": cut.cause},
+        cut.kept_metadata(handle.turn_id),
         MessageStatus.INTERRUPTED,
     )
     if cut.error is None:
@@ -88,7 +87,8 @@ async def keep_cut_reply(cut: StepCut, handle: TurnHandle, append: Appender) -> 
 def reply_metadata(
     handle: TurnHandle, step: StepResult, context: AssembledContext
 ) -> dict[str, Any]:
-    """What a kept reply records: its turn, model, usage and the context it was written from."""
+    """What a kept reply records: its turn, model (a fallback, the offline stand-in),
+    usage and the context it was written from."""
     return {
         "turn_id": handle.turn_id,
         "model": step.model,
@@ -98,4 +98,5 @@ def reply_metadata(
             "tokens": context.token_estimate,
             "dropped": context.dropped_messages,
         },
+        **step.model_marks(),
     }

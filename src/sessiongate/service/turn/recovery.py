@@ -81,10 +81,14 @@ def reply_status(reply: Message) -> str:
 
 
 def _usage(metadata: Mapping[str, Any]) -> dict[str, int]:
+    """The kept usage: its counts, and `estimated` when it was an estimate."""
     usage = metadata.get("usage")
     if not isinstance(usage, dict):
         return {}
-    return {k: v for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}
+    kept = {k: v for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}
+    if usage.get("estimated") is True:
+        kept["estimated"] = True
+    return kept
 
 
 def _was_unsafe(turn: StoredTurn) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from sessiongate.core.context import is_stand_in
 from sessiongate.core.control import TopicJudge, resolve_control_chain
 from sessiongate.core.events import RotationEvent
 from sessiongate.core.keys import KeyRef
@@ -81,7 +82,8 @@ class RotationStage:
             agent.control_fallback_models,
         )
         tail = await self.sessions.thread_tail(ref, segment, JUDGE_WINDOW, remember=False)
-        recent = [m.content for m in tail]
+        # What the offline stand-in said is no part of the topic (core/context.py).
+        recent = [m.content for m in tail if not is_stand_in(m)]
         for candidate in chain:
             judge = self.judges.get(candidate.model)
             if judge is None:

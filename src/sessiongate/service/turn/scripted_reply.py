@@ -96,7 +96,7 @@ class ScriptedReplies:
             "model": step.model,
             "usage": step.usage.to_dict(),
             "script": parsed.script,
-            **step.fallback_marks(),
+            **step.model_marks(),
         }
         spoken = parsed.answer
         result = await self._act(turn, parsed.script)

@@ -37,7 +37,9 @@ class PostgresResponseStore:
 
     async def add(self, record: ResponseRecord) -> None:
         await self._store.pool.execute(
-            f"INSERT INTO responses ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            f"INSERT INTO responses ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+            " ON CONFLICT (response_id) DO UPDATE SET tip_hash = excluded.tip_hash,"
+            " tip_position = excluded.tip_position, body = excluded.body",
             record.response_id,
             record.owner,
             record.key,

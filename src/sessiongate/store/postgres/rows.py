@@ -239,6 +239,7 @@ JOIN segments s ON s.session_id = m.segment_id
 JOIN session_keys k ON k.key = s.key
 WHERE s.key = $2 AND s.session_id <> k.latest_session_id
   AND s.session_id <> ALL ($3::text[])
+  AND (m.metadata ->> 'offline') IS DISTINCT FROM 'true'
 ORDER BY rank DESC, m.id
 LIMIT $4
 """

@@ -141,6 +141,8 @@ class SQLiteReads:
             f" WHERE messages_fts MATCH ? AND s.key = ?"
             f" AND s.session_id != k.latest_session_id"
             f" AND s.session_id NOT IN ({placeholders})"
+            # The offline stand-in's answers are never recalled (core/context.py).
+            f" AND json_extract(m.metadata, '$.offline') IS NOT 1"
             f" ORDER BY rank, m.id LIMIT ?",
             (match, key.storage_id, *excluded, limit),
         ).fetchall()

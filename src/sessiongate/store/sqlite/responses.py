@@ -38,7 +38,9 @@ class SQLiteResponseStore:
     async def add(self, record: ResponseRecord) -> None:
         with self._store.transaction() as db:
             db.execute(
-                f"INSERT INTO responses ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO responses ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (response_id) DO UPDATE SET tip_hash = excluded.tip_hash,"
+                " tip_position = excluded.tip_position, body = excluded.body",
                 (
                     record.response_id,
                     record.owner,
