@@ -73,7 +73,9 @@ def test_every_example_names_reply_and_control_and_the_environment_repoints_them
         assert (reply.provider, control.provider) == ("openai", "openai"), name
         assert reply.model and control.model, name
     theo_settings = load_settings(EXAMPLES / "theo.toml")
-    assert theo_settings.agents["theo"].memory_window == 12  # six turns
+    theo_agent = theo_settings.agents["theo"]
+    assert theo_agent.memory_window == 12  # six turns, a hard window (nothing summarised)
+    assert theo_agent.context is not None and theo_agent.context.compaction == "off"
     builder = load_settings(EXAMPLES / "builderos.toml")
     assert builder.retention.idle_after is not None and builder.retention.idle_after.days == 30
 
