@@ -93,6 +93,8 @@ def settings_for(
             "theo": {
                 "model": "theo",
                 "memory_window": 12,
+                # Seed 004's six turns are a hard window, nothing summarised (issue 21).
+                "context": {"compaction": "off"},
                 "classifier": {"model": "control", "on_failure": on_failure},
                 "output_contract": "script_delimiter",
                 "actions": actions,

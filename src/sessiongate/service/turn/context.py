@@ -17,11 +17,12 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import RecallFragment, Segment
 from sessiongate.models.base import ReplyModel, capabilities_of
 from sessiongate.service.agents import AgentProfile
+from sessiongate.service.compaction import Compactor
 from sessiongate.service.conversation.plan import ClientPlan
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.turn.handle import InboundTurn
 from sessiongate.service.turn.safety_gate import Verdict, leave_out_unsafe
-from sessiongate.service.turn.working_context import fit_context, uses_working_set
+from sessiongate.service.turn.working_context import fit_turn_context, uses_working_set
 
 
 async def assemble_turn_context(
@@ -32,10 +33,12 @@ async def assemble_turn_context(
     fragments: Sequence[RecallFragment],
     plan: ClientPlan | None = None,
     ratio: float = 1.0,
+    compactor: Compactor | None = None,
 ) -> AssembledContext:
     """The context from what is stored: used for a turn, and for the preview of the
     next one (`GET /v1/sessions/{key}/context`). `ratio`: the reply model's correction
-    of the token estimate (service/budgets.py)."""
+    of the token estimate (service/budgets.py); `compactor`: the summaries in force
+    (service/compaction.py)."""
     thread = await sessions.thread_tail(key, segment, agent.memory_window)
     if agent.classifier is not None:
         thread = leave_out_unsafe(thread)
@@ -52,14 +55,14 @@ async def assemble_turn_context(
     )
     budget = agent.context_budget
     if budget is not None and uses_working_set(agent.working_set, agent.token_budget, budget):
-        context, _ = fit_context(
+        context = await fit_turn_context(
             context,
             thread,
+            agent=agent,
+            segment=segment,
             budget=budget,
             ratio=ratio,
-            policy=agent.working_set,
-            memory_window=agent.memory_window,
-            max_tool_result_chars=agent.max_tool_result_chars,
+            compactor=compactor,
         )
     return context
 

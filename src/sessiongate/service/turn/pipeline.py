@@ -50,6 +50,7 @@ from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService
 from sessiongate.service.attachments import keep_attachments
 from sessiongate.service.budgets import TokenCalibration, observe_prompt_tokens
+from sessiongate.service.compaction import Compactor, drain_compactions
 from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.conversation.plan import ClientPlan
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
@@ -123,6 +124,8 @@ class TurnService:
         self.max_reply_chars = max_reply_chars
         #: Per model, the token estimate's correction (service/budgets.py).
         self.calibration = TokenCalibration()
+        #: The working set's summaries: read, due, written after turns.
+        self.compactor = Compactor(sessions.store, models, sessions.clock)
         self.agents = agents
         self.models = models
         self.judges = judges
@@ -178,6 +181,7 @@ class TurnService:
         while self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
         await self.after.drain()
+        await drain_compactions(self.compactor)
 
     async def aclose(self) -> None:
         """Cancel running turns (their partial replies are kept as `interrupted`)."""
@@ -185,6 +189,7 @@ class TurnService:
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
         await self.after.aclose()
+        await self.compactor.aclose()
 
     def agent(self, name: str | None) -> AgentProfile:
         """The one agent-selection rule: the named agent, else `main`, else the first
@@ -237,7 +242,10 @@ class TurnService:
         ref = caller.key(key, owner=owner)
         agent = await self.usable_agent(caller, agent_name)
         segment = await self.sessions.latest(key, caller, owner=owner)
-        return segment, await assemble_turn_context(self.sessions, ref, agent, segment, ())
+        context = await assemble_turn_context(
+            self.sessions, ref, agent, segment, (), compactor=self.compactor
+        )
+        return segment, context
 
     # -- the turn ---------------------------------------------------------------
 
@@ -356,7 +364,11 @@ class TurnService:
             # out of every later context (seed 004: unsafe turns add no memory).
             raise UnsafeRequest("the request was classified unsafe; nothing was run")
         ratio = self.calibration.ratio(inbound.reply_model or agent.reply_model)
-        context = await assemble_turn_context(sessions, ref, agent, segment, fragments, plan, ratio)
+        context = await assemble_turn_context(
+            sessions, ref, agent, segment, fragments, plan, ratio, self.compactor
+        )
+        for news in self.compactor.news(segment.session_id):
+            handle.emit(news)
         if context.dropped_messages:  # never silently (docs/working_set.md)
             handle.emit(ContextTrimmedEvent(context.dropped_messages, "budget"))
         context = with_turn_input(self.models, agent, inbound, context, content, verdict)
@@ -380,12 +392,13 @@ class TurnService:
 
         async def refit(scale: float) -> AssembledContext:
             smaller = await assemble_turn_context(
-                sessions, ref, agent, segment, fragments, plan, ratio * scale
+                sessions, ref, agent, segment, fragments, plan, ratio * scale, self.compactor
             )
             return with_turn_input(self.models, agent, inbound, smaller, content, verdict)
 
         fitted = uses_working_set(agent.working_set, agent.token_budget, agent.context_budget)
         context = await reply_within_window(reply, refit, context, handle, fitted=fitted)
+        self.compactor.after_turn(segment.session_id)
         observe_prompt_tokens(
             self.calibration, handle.model, handle.journal, context.token_estimate
         )

@@ -12,18 +12,21 @@ from dataclasses import replace
 
 from sessiongate.core.context import MESSAGE_OVERHEAD_TOKENS, AssembledContext, estimate_tokens
 from sessiongate.core.events import ContextTrimmedEvent
-from sessiongate.core.segments import Message
+from sessiongate.core.segments import Message, Segment
 from sessiongate.core.tool_calls import ThreadItem
 from sessiongate.core.working_set import (
     CompactionRecord,
     WorkingSet,
     WorkingSetPolicy,
+    in_force,
     render_summary,
     select,
 )
 from sessiongate.core.working_units import thread_units
 from sessiongate.errors import ModelError
 from sessiongate.models.retry import CONTEXT_OVERFLOW
+from sessiongate.service.agents import AgentProfile
+from sessiongate.service.compaction import Compactor
 from sessiongate.service.turn.handle import TurnHandle
 
 
@@ -125,3 +128,54 @@ async def reply_within_window(
     handle.emit(ContextTrimmedEvent(smaller.dropped_messages, "overflow"))
     await reply(smaller)
     return smaller
+
+
+async def fit_turn_context(
+    context: AssembledContext,
+    thread: Sequence[Message],
+    *,
+    agent: AgentProfile,
+    segment: Segment,
+    budget: int,
+    ratio: float,
+    compactor: Compactor | None,
+) -> AssembledContext:
+    """`context` within the agent's budget, with the summary in force when the thread
+    needs one. The common short thread costs no read: compaction records are read only
+    when the thread passes `compact_at` of the budget, or the segment holds messages
+    older than the window. Messages older than the window that no summary covers are
+    counted as trimmed (announced). A compaction found due is marked for after the turn;
+    a turn that would trim while one runs waits for it (bounded)."""
+
+    def fit(records: Sequence[CompactionRecord]) -> tuple[AssembledContext, WorkingSet]:
+        return fit_context(
+            context,
+            thread,
+            budget=budget,
+            ratio=ratio,
+            policy=agent.working_set,
+            memory_window=agent.memory_window,
+            max_tool_result_chars=agent.max_tool_result_chars,
+            compactions=records,
+        )
+
+    fitted, working = fit(())
+    own = [m.seq for m in thread if m.session_id == segment.session_id]
+    # The segment's own messages before the window (after a legacy in-place clear).
+    older = max(min(own) - 1 - segment.cleared_after_seq, 0) if own else 0
+    if compactor is None or not compactor.enabled:
+        return replace(fitted, dropped_messages=fitted.dropped_messages + older)
+    if working.next_compaction is None and not working.trimmed and older == 0:
+        return fitted  # the common case: nothing to summarise, nothing read
+    records = await compactor.records(segment.session_id)
+    if working.trimmed and compactor.running(segment.session_id):
+        await compactor.wait(segment.session_id)  # announced by the turn (`compaction`)
+        records = await compactor.records(segment.session_id)
+    if records:
+        fitted, working = fit(records)
+    record = in_force(records)
+    covered_to = max(record.last_seq if record is not None else 0, segment.cleared_after_seq)
+    uncovered = max(older + segment.cleared_after_seq - covered_to, 0)
+    if working.next_compaction is not None or uncovered:
+        compactor.mark_due(segment.session_id, agent, budget, segment.cleared_after_seq)
+    return replace(fitted, dropped_messages=fitted.dropped_messages + uncovered)

@@ -1,0 +1,254 @@
+"""Compactions of the working set (docs/working_set.md): the records of each segment
+(read once per segment and process, and only once a thread is long enough to need them),
+which segments are due, and the summariser that runs after a turn, for the next one.
+
+A compaction reads the summary in force and the oldest raw units after it (the segment's
+own messages, unsafe and superseded ones left out), asks the summary model (the agent's
+`summary_model`, else its control model, else its reply model) for one summary, and
+stores a record that folds the one before. A summariser that fails or times out stores
+nothing: the raw messages are untouched, the next turn trims (announced) and a later
+turn tries again. Each new record, or failure, is announced by the next turn's
+`compaction` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from sessiongate.core.clock import Clock
+from sessiongate.core.context import estimate_tokens, without_superseded
+from sessiongate.core.events import CompactionEvent
+from sessiongate.core.ids import IdGenerator
+from sessiongate.core.summary_prompt import summary_request
+from sessiongate.core.working_set import (
+    CompactionRecord,
+    in_force,
+    render_summary,
+    select,
+)
+from sessiongate.core.working_units import thread_units
+from sessiongate.models.base import ReplyModel, TextDelta
+from sessiongate.service.agents import AgentProfile
+from sessiongate.store.base import Store
+from sessiongate.store.compactions import CompactionStore
+
+log = logging.getLogger(__name__)
+
+#: The longest one summary may take.
+SUMMARY_TIMEOUT_SECONDS = 120.0
+#: The most messages one compaction reads (the oldest after the summary in force).
+MAX_READ_MESSAGES = 400
+#: How long a turn that would otherwise trim waits for a compaction already running.
+WAIT_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    agent: AgentProfile
+    budget: int
+    #: A legacy in-place clear: the context starts after this seq.
+    start_after: int = 0
+
+
+def compaction_store(store: object) -> CompactionStore | None:
+    """The records beside the session store's (same connection or pool); None for a
+    store that keeps none."""
+    from sessiongate.store.sqlite.store import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        from sessiongate.store.sqlite.compactions import SQLiteCompactionStore
+
+        return SQLiteCompactionStore(store)
+    from sessiongate.store.postgres.store import PostgresStore
+
+    if isinstance(store, PostgresStore):
+        from sessiongate.store.postgres.compactions import PostgresCompactionStore
+
+        return PostgresCompactionStore(store)
+    return None
+
+
+def compaction_event(record: CompactionRecord, status: str) -> CompactionEvent:
+    return CompactionEvent(
+        record.compaction_id,
+        {"first_seq": record.first_seq, "last_seq": record.last_seq, "count": record.count},
+        record.tokens_before,
+        record.tokens_after,
+        record.model,
+        status,
+    )
+
+
+class Compactor:
+    def __init__(
+        self,
+        store: Store,
+        models: Mapping[str, ReplyModel],
+        clock: Clock,
+    ) -> None:
+        self._session_store = store
+        self.rows = compaction_store(store)
+        self.models = models
+        self.ids = IdGenerator(clock)
+        self.clock = clock
+        self._records: dict[str, tuple[CompactionRecord, ...]] = {}
+        self._due: dict[str, Due] = {}
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._news: dict[str, list[CompactionEvent]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.rows is not None
+
+    async def records(self, session_id: str) -> tuple[CompactionRecord, ...]:
+        """The segment's records (one read per segment and process; this process's own
+        compactions keep it current)."""
+        found = self._records.get(session_id)
+        if found is None and self.rows is not None:
+            found = tuple(await self.rows.for_segment(session_id))
+            self._records[session_id] = found
+        return found or ()
+
+    def mark_due(
+        self, session_id: str, agent: AgentProfile, budget: int, start_after: int = 0
+    ) -> None:
+        self._due[session_id] = Due(agent, budget, start_after)
+
+    def news(self, session_id: str) -> list[CompactionEvent]:
+        """Compactions (and failures) not announced yet; announced once."""
+        return self._news.pop(session_id, [])
+
+    def running(self, session_id: str) -> bool:
+        task = self._running.get(session_id)
+        return task is not None and not task.done()
+
+    async def wait(self, session_id: str) -> bool:
+        """Wait (bounded) for the segment's running compaction; whether one finished."""
+        task = self._running.get(session_id)
+        if task is None:
+            return False
+        done, _ = await asyncio.wait({task}, timeout=WAIT_SECONDS)
+        return bool(done)
+
+    def after_turn(self, session_id: str) -> None:
+        """Start the compaction a turn found due, in the background (one per segment)."""
+        due = self._due.pop(session_id, None)
+        if due is None or self.rows is None or self.running(session_id):
+            return
+        task = asyncio.create_task(self._run(session_id, due))
+        self._running[session_id] = task
+        task.add_done_callback(lambda _: self._running.pop(session_id, None))
+
+    async def aclose(self) -> None:
+        for task in list(self._running.values()):
+            task.cancel()
+        for task in list(self._running.values()):
+            with contextlib.suppress(BaseException):  # cancelled or failed: nothing kept
+                await task
+
+    async def _run(self, session_id: str, due: Due) -> None:
+        try:
+            record = await self.compact(
+                session_id, due.agent, due.budget, start_after=due.start_after
+            )
+        except Exception as exc:
+            log.warning("compaction of %s failed: %s", session_id, type(exc).__name__)
+            failed = CompactionEvent(None, {}, 0, 0, None, "failed")
+            self._news.setdefault(session_id, []).append(failed)
+            return
+        if record is not None:
+            self._news.setdefault(session_id, []).append(compaction_event(record, "done"))
+
+    async def compact(
+        self,
+        session_id: str,
+        agent: AgentProfile,
+        budget: int,
+        *,
+        instructions: str | None = None,
+        start_after: int = 0,
+    ) -> CompactionRecord | None:
+        """One compaction of the segment now; None when there is nothing to compact."""
+        assert self.rows is not None
+        from sessiongate.service.turn.safety_gate import leave_out_unsafe
+
+        records = await self.records(session_id)
+        previous = in_force(records)
+        after = max(previous.last_seq if previous is not None else 0, start_after)
+        messages = await self._session_store.list_messages(
+            session_id, after_seq=after, limit=MAX_READ_MESSAGES
+        )
+        thread = without_superseded(leave_out_unsafe(list(messages)))
+        units = thread_units(
+            thread, max_result_chars=agent.max_tool_result_chars, count_tokens=estimate_tokens
+        )
+        policy = replace(agent.working_set, compact_at=0.0)  # due: the turn said so
+        # The summariser reads at most three quarters of its budget (the rest: the
+        # summary in force, the instructions, its answer).
+        working = select(
+            [u.unit for u in units],
+            compactions=records,
+            budget=max(budget * 3 // 4, 1),
+            summary_tokens=lambda r: estimate_tokens(render_summary(r)),
+            policy=policy,
+        )
+        plan = working.next_compaction
+        if plan is None:
+            return None
+        chosen = set(plan.units)
+        seq_of = {m.message_id: m.seq for m in thread}
+        items = [
+            (seq_of.get(item.source, u.unit.first), item)
+            for u in units
+            if u.unit in chosen
+            for item in u.items
+        ]
+        name = agent.working_set.summary_model or agent.control_model or agent.reply_model
+        wire = summary_request(
+            previous.summary if previous is not None else None,
+            items,
+            instructions=instructions,
+        )
+        summary = (await asyncio.wait_for(self._ask(name, wire), SUMMARY_TIMEOUT_SECONDS)).strip()
+        if not summary:
+            raise ValueError("the summary model answered nothing")
+        read_tokens = sum(u.tokens for u in plan.units)
+        if previous is not None:
+            read_tokens += estimate_tokens(previous.summary)
+        record = CompactionRecord(
+            compaction_id=self.ids.new(),
+            session_id=session_id,
+            first_seq=plan.first_seq,
+            last_seq=plan.last_seq,
+            count=len(plan.read_seqs) + (previous.count if previous is not None else 0),
+            summary=summary,
+            model=name,
+            tokens_before=read_tokens,
+            tokens_after=estimate_tokens(summary),
+            created_at=self.clock.now(),
+            previous_compaction_id=previous.compaction_id if previous is not None else None,
+            instructions=instructions,
+        )
+        await self.rows.add(record)
+        self._records[session_id] = (*records, record)
+        return record
+
+    async def _ask(self, name: str, wire: list[dict[str, object]]) -> str:
+        model = self.models.get(name)
+        if model is None:
+            raise ValueError(f"summary model {name!r} is not configured")
+        parts: list[str] = []
+        async for chunk in model.stream(wire):
+            if isinstance(chunk, TextDelta):
+                parts.append(chunk.text)
+        return "".join(parts)
+
+
+async def drain_compactions(compactor: Compactor) -> None:
+    """Wait for every running compaction (graceful shutdown and tests)."""
+    while running := [t for t in compactor._running.values() if not t.done()]:
+        await asyncio.gather(*running, return_exceptions=True)

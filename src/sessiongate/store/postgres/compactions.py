@@ -1,0 +1,71 @@
+"""Compaction records in the PostgreSQL database: the same answers as
+SQLiteCompactionStore."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessiongate.core.working_set import CompactionRecord
+from sessiongate.store.compactions import COLUMNS
+from sessiongate.store.postgres.rows import utc
+from sessiongate.store.postgres.store import PostgresStore
+
+
+def _record(row: Any) -> CompactionRecord:
+    return CompactionRecord(
+        compaction_id=row[0],
+        session_id=row[1],
+        first_seq=int(row[2]),
+        last_seq=int(row[3]),
+        count=int(row[4]),
+        summary=row[5],
+        model=row[6],
+        tokens_before=int(row[7]),
+        tokens_after=int(row[8]),
+        created_at=utc(row[9]),
+        previous_compaction_id=row[10],
+        instructions=row[11],
+        reverted=bool(row[12]),
+    )
+
+
+class PostgresCompactionStore:
+    """Shares the session store's pool."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    async def add(self, record: CompactionRecord) -> None:
+        await self._store.pool.execute(
+            f"INSERT INTO compactions ({COLUMNS}) VALUES "
+            "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            record.compaction_id,
+            record.session_id,
+            record.first_seq,
+            record.last_seq,
+            record.count,
+            record.summary,
+            record.model,
+            record.tokens_before,
+            record.tokens_after,
+            record.created_at,
+            record.previous_compaction_id,
+            record.instructions,
+            record.reverted,
+        )
+
+    async def for_segment(self, session_id: str) -> list[CompactionRecord]:
+        rows = await self._store.pool.fetch(
+            f"SELECT {COLUMNS} FROM compactions WHERE session_id = $1 "
+            "ORDER BY last_seq, created_at",
+            session_id,
+        )
+        return [_record(row) for row in rows]
+
+    async def set_reverted(self, compaction_id: str, reverted: bool) -> bool:
+        status = await self._store.pool.execute(
+            "UPDATE compactions SET reverted = $1 WHERE compaction_id = $2",
+            reverted,
+            compaction_id,
+        )
+        return str(status).endswith(" 1")

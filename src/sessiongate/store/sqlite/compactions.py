@@ -1,0 +1,72 @@
+"""Compaction records in the SQLite database (store/compactions.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessiongate.core.working_set import CompactionRecord
+from sessiongate.store.compactions import COLUMNS
+from sessiongate.store.sqlite.rows import from_micros, to_micros
+from sessiongate.store.sqlite.store import SQLiteStore
+
+
+def _record(row: Any) -> CompactionRecord:
+    return CompactionRecord(
+        compaction_id=row[0],
+        session_id=row[1],
+        first_seq=int(row[2]),
+        last_seq=int(row[3]),
+        count=int(row[4]),
+        summary=row[5],
+        model=row[6],
+        tokens_before=int(row[7]),
+        tokens_after=int(row[8]),
+        created_at=from_micros(row[9]),
+        previous_compaction_id=row[10],
+        instructions=row[11],
+        reverted=bool(row[12]),
+    )
+
+
+class SQLiteCompactionStore:
+    """Shares the session store's connection and transactions."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    async def add(self, record: CompactionRecord) -> None:
+        with self._store.transaction() as db:
+            db.execute(
+                f"INSERT INTO compactions ({COLUMNS}) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.compaction_id,
+                    record.session_id,
+                    record.first_seq,
+                    record.last_seq,
+                    record.count,
+                    record.summary,
+                    record.model,
+                    record.tokens_before,
+                    record.tokens_after,
+                    to_micros(record.created_at),
+                    record.previous_compaction_id,
+                    record.instructions,
+                    int(record.reverted),
+                ),
+            )
+
+    async def for_segment(self, session_id: str) -> list[CompactionRecord]:
+        rows = self._store.connection.execute(
+            f"SELECT {COLUMNS} FROM compactions WHERE session_id = ? ORDER BY last_seq, created_at",
+            (session_id,),
+        ).fetchall()
+        return [_record(row) for row in rows]
+
+    async def set_reverted(self, compaction_id: str, reverted: bool) -> bool:
+        with self._store.transaction() as db:
+            changed = db.execute(
+                "UPDATE compactions SET reverted = ? WHERE compaction_id = ?",
+                (int(reverted), compaction_id),
+            ).rowcount
+        return bool(changed)

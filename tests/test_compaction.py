@@ -1,0 +1,146 @@
+"""Compaction records (issue 21, DESIGN.md §12): kept beside the raw messages on both
+stores and erased with their key; written after a turn by the summary model, for the
+next one, which announces them (`compaction`) and sends the summary in place of what it
+covers; a failing summariser loses nothing."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessiongate.config import Settings
+from sessiongate.core.keys import KeyRef
+from sessiongate.core.working_set import CompactionRecord
+from sessiongate.service.compaction import compaction_store
+from sessiongate.service.engine import Engine, build_engine
+from sessiongate.service.sessions import Caller
+from tests.support.helpers import collect, types
+from tests.support.window_stub import WindowStub
+
+WINDOW = 1024
+PARAGRAPH = "The meeting moved to Thursday; bring the quarterly figures and the draft. " * 6
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+async def test_records_are_kept_beside_the_segment_and_erased_with_the_key(
+    engine: Engine,
+) -> None:
+    await collect(engine, "hello", key="c:one")
+    segment = await engine.store.latest_segment(KeyRef("alice", "c:one"))
+    rows = compaction_store(engine.store)
+    assert rows is not None
+    record = CompactionRecord(
+        compaction_id="cmp-1",
+        session_id=segment.session_id,
+        first_seq=1,
+        last_seq=2,
+        count=2,
+        summary="they said hello",
+        model="scripted",
+        tokens_before=40,
+        tokens_after=5,
+        created_at=datetime(2026, 1, 1, 12, tzinfo=UTC),
+        instructions="keep names",
+    )
+    await rows.add(record)
+    assert await rows.for_segment(segment.session_id) == [record]
+    assert await rows.set_reverted("cmp-1", True)
+    assert not await rows.set_reverted("nope", True)
+    (reverted,) = await rows.for_segment(segment.session_id)
+    assert reverted.reverted and reverted.summary == "they said hello"
+    # The raw messages are untouched.
+    messages = await engine.store.list_messages(segment.session_id)
+    assert messages[0].content == "hello"
+    await engine.sessions.delete("c:one", Caller("alice"))
+    assert await rows.for_segment(segment.session_id) == []
+
+
+def engine_with(tmp_path: Path, url: str, **agent: Any) -> Engine:
+    return build_engine(
+        Settings(
+            data_dir=tmp_path,
+            models={
+                "m": {
+                    "provider": "openai",
+                    "model": "stub",
+                    "base_url": url + "/v1",
+                    "max_retries": 0,
+                    "context_window": WINDOW,
+                }
+            },
+            agents={"defaults": {"model": "m", **agent}},
+            lifecycle={"timezone": "UTC"},
+        )
+    )
+
+
+def summaries(context_messages: Sequence[Any]) -> list[str]:
+    return [m.source for m in context_messages if m.source.startswith("compaction:")]
+
+
+async def test_a_long_conversation_is_compacted_after_turns_and_announced(
+    tmp_path: Path,
+) -> None:
+    async with WindowStub(WINDOW, reply="summary: Thursday, figures, draft") as stub:
+        gw = engine_with(tmp_path, stub.url)
+        try:
+            events: list[Any] = []
+            for turn in range(30):
+                got = await collect(gw, f"turn {turn}: {PARAGRAPH}")
+                assert types(got)[-1] == "end"
+                events += got
+                await gw.turns.drain()  # the compaction after the turn, for the next one
+            segment, context = await gw.turns.preview_context("chat:alice", Caller("alice"))
+            rows = compaction_store(gw.store)
+            assert rows is not None
+            records = await rows.for_segment(segment.session_id)
+            messages = await gw.store.list_messages(segment.session_id, limit=1000)
+        finally:
+            await gw.aclose()
+    assert stub.overflows == 0 and max(stub.prompt_tokens) <= WINDOW
+    done = [e for e in events if e.type == "compaction"]
+    assert done and all(e.status == "done" for e in done)
+    # Each is announced by the turn after it (the last one by the next turn to come).
+    assert [e.compaction_id for e in done] == [r.compaction_id for r in records[:-1]]
+    # Each record folds the one before: coverage grows from the segment's start, and
+    # cites only what it (or the one it folds) read.
+    for before, after in itertools.pairwise(records):
+        assert after.previous_compaction_id == before.compaction_id
+        assert after.first_seq == before.first_seq == 1
+        assert after.last_seq > before.last_seq
+    newest = records[-1]
+    assert newest.count == newest.last_seq - newest.first_seq + 1
+    # The next turn sees the newest summary, then the raw messages after it.
+    assert summaries(context.messages) == [f"compaction:{newest.compaction_id}"]
+    raw = [m.source for m in context.messages if m.role != "system"]
+    assert raw and all(int(s.rsplit(":", 1)[1]) > newest.last_seq for s in raw)
+    # The raw history is untouched: 30 turns, 60 messages.
+    assert len(messages) == 60
+
+
+async def test_a_failing_summariser_loses_nothing_and_the_turn_goes_on(tmp_path: Path) -> None:
+    async with WindowStub(WINDOW) as stub:
+        gw = engine_with(tmp_path, stub.url, context={"summary_model": "missing"})
+        try:
+            events: list[Any] = []
+            for turn in range(25):
+                got = await collect(gw, f"turn {turn}: {PARAGRAPH}")
+                assert types(got)[-1] == "end"
+                events += got
+                await gw.turns.drain()
+            segment = await gw.store.latest_segment(KeyRef("alice", "chat:alice"))
+            rows = compaction_store(gw.store)
+            assert rows is not None
+            records = await rows.for_segment(segment.session_id)
+        finally:
+            await gw.aclose()
+    assert records == []
+    failed = [e for e in events if e.type == "compaction"]
+    assert failed and all(e.status == "failed" for e in failed)
+    assert [e for e in events if e.type == "context_trimmed"]
+    assert stub.overflows == 0
