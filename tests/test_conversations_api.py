@@ -192,6 +192,7 @@ def test_another_users_conversation_is_unknown(gw: Gateway, client: openai.OpenA
         ("POST", "/v1/conversations/{id}", {}),
         ("GET", "/v1/conversations/{id}/items?order=sideways", None),
         ("GET", "/v1/conversations/{id}/items?limit=0", None),
+        ("GET", "/v1/conversations/{id}/items?limit=abc", None),
     ],
 )
 def test_bad_input_is_a_4xx_in_openais_shape(

@@ -392,6 +392,16 @@ def test_bad_input_is_a_4xx_in_openais_shape(
         assert error["param"] is not None and error["param"].startswith(param), error
 
 
+@pytest.mark.parametrize("query", ["limit=abc", "limit=0", "limit=101", "order=sideways"])
+def test_bad_list_parameters_are_400_in_openais_shape(
+    client: openai.OpenAI, rest: httpx.Client, query: str
+) -> None:
+    made = client.responses.create(model="main", input="listed")
+    answer = rest.get(f"/v1/responses/{made.id}/input_items?{query}")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] in ("limit", "order")
+
+
 def test_unknown_and_refused_agents_are_model_not_found(rest: httpx.Client) -> None:
     for name in ("nobody", "secret"):
         answer = rest.post("/v1/responses", json={"model": name, "input": "x"})
@@ -485,10 +495,16 @@ def test_background_response_runs_on_and_is_kept(client: openai.OpenAI) -> None:
 
 def test_background_response_can_be_cancelled(client: openai.OpenAI, rest: httpx.Client) -> None:
     started = client.responses.create(model="main", input="slow", background=True)
+    running = rest.post(
+        "/v1/responses",
+        json={"model": "main", "input": "x", "previous_response_id": started.id},
+    )
+    assert running.status_code == 400
+    assert running.json()["error"]["code"] == "previous_response_in_progress"
     cancelled = client.responses.cancel(started.id)
     assert cancelled.status == "cancelled"
     assert client.responses.retrieve(started.id).status == "cancelled"
-    # The key is free again: the next response on it runs.
+    # The key is free again: the next response on it runs (a running one is refused).
     after = client.responses.create(model="main", input="next", previous_response_id=started.id)
     assert after.status == "completed"
     plain = client.responses.create(model="main", input="not in the background")

@@ -12,12 +12,17 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sessiongate.api.auth import CurrentUser, caller_for
-from sessiongate.api.openai.response_render import OpenAIError, not_found, openai_error
+from sessiongate.api.openai.response_render import (
+    OpenAIError,
+    not_found,
+    openai_error,
+    page_params,
+)
 from sessiongate.api.openai.responses import responses_of
 from sessiongate.core.conversation_items import page_of
 from sessiongate.core.responses import InvalidResponseInput, input_messages
@@ -160,17 +165,14 @@ async def list_items(
     user: CurrentUser,
     request: Request,
     after: str | None = None,
-    limit: int = 20,
-    order: str = "desc",
+    limit: str = Query("20", max_length=8),
+    order: str = Query("desc", max_length=8),
 ) -> Response:
     async def work(caller: Caller) -> Response:
         found = await _found(request, caller, conversation_id)
-        if order not in ("asc", "desc"):
-            raise OpenAIError(400, "order must be asc or desc.", "invalid_value", "order")
-        if not 1 <= limit <= 100:
-            raise OpenAIError(400, "limit must be between 1 and 100.", "invalid_value", "limit")
+        size = page_params(limit, order)
         items = [item.body for item in await objects_of(request).items(found)]
-        return JSONResponse(page_of(items, after=after, limit=limit, order=order).listing())
+        return JSONResponse(page_of(items, after=after, limit=size, order=order).listing())
 
     return await _answer(request, user, work)
 

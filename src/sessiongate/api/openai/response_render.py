@@ -59,6 +59,15 @@ def not_found(what: str, ident: str) -> OpenAIError:
     return OpenAIError(404, f"{what} with id '{shown}' not found.", None, None)
 
 
+def page_params(limit: str, order: str) -> int:
+    """A list's `limit` (1-100) and `order` (asc, desc) checked; the limit."""
+    if order not in ("asc", "desc"):
+        raise OpenAIError(400, "order must be asc or desc.", "invalid_value", "order")
+    if not limit.isdigit() or not 1 <= int(limit) <= 100:
+        raise OpenAIError(400, "limit must be between 1 and 100.", "invalid_value", "limit")
+    return int(limit)
+
+
 def sse(event: dict[str, Any]) -> bytes:
     kind = str(event["type"]).encode()
     return b"event: " + kind + b"\ndata: " + orjson.dumps(event) + b"\n\n"

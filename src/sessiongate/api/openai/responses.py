@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,6 +31,7 @@ from sessiongate.api.openai.response_render import (
     OpenAIError,
     not_found,
     openai_error,
+    page_params,
     replayed,
     response_events,
     sse,
@@ -38,6 +39,7 @@ from sessiongate.api.openai.response_render import (
 )
 from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
 from sessiongate.core.conversation import ClientMessage, Identity, chain, prefix_hashes
+from sessiongate.core.conversation_items import page_of
 from sessiongate.core.events import ErrorEvent
 from sessiongate.core.response_events import ResponseShell
 from sessiongate.core.responses import (
@@ -178,6 +180,13 @@ async def _create(
                 400,
                 f"Previous response with id '{body.previous_response_id[:100]}' not found.",
                 "previous_response_not_found",
+                "previous_response_id",
+            )
+        if previous.body.get("status") in ("queued", "in_progress"):
+            raise OpenAIError(
+                400,
+                f"Previous response '{previous.response_id}' is still in progress.",
+                "previous_response_in_progress",
                 "previous_response_id",
             )
         # What the client saw before its new input: the last user text (the turn's own
@@ -354,27 +363,14 @@ async def input_items(
     user: CurrentUser,
     request: Request,
     after: str | None = None,
-    limit: int = 20,
-    order: str = "desc",
+    limit: str = Query("20", max_length=8),
+    order: str = Query("desc", max_length=8),
 ) -> Response:
     found = await responses_of(request).get(caller_for(user), response_id)
     if found is None:
         return not_found("Response", response_id).response()
-    if order not in ("asc", "desc") or not 1 <= limit <= 100:
-        return openai_error(400, "order must be asc or desc, limit 1-100.", "invalid_value")
-    items = list(found.input_items)
-    if order == "desc":
-        items.reverse()
-    if after is not None:
-        ids = [item.get("id") for item in items]
-        items = items[ids.index(after) + 1 :] if after in ids else []
-    page = items[:limit]
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": page,
-            "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None,
-            "has_more": len(items) > limit,
-        }
-    )
+    try:
+        size = page_params(limit, order)
+    except OpenAIError as exc:
+        return exc.response()
+    return JSONResponse(page_of(found.input_items, after=after, limit=size, order=order).listing())
