@@ -104,6 +104,33 @@ def wait_healthy(served: Served, within: float = 60) -> None:
 
 
 @contextmanager
+def serve_process(
+    command: list[str], log: Path, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`command` (a `sessiongate serve …`) in its own session, its stderr in `log`; at the
+    end SIGTERM to its whole process group, SIGKILL if it lingers."""
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+@contextmanager
 def served_gateway(
     directory: Path,
     config_text: str,
@@ -123,23 +150,7 @@ def served_gateway(
     )
     keys = {name: add_user(config, name, *flags) for name, flags in users.items()}
     log = directory / "serve.log"
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [*CLI, "serve", "--config", str(config), *args],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            start_new_session=True,
-        )
-    served = Served(f"http://127.0.0.1:{port}", config, log, proc, keys)
-    try:
+    with serve_process([*CLI, "serve", "--config", str(config), *args], log) as proc:
+        served = Served(f"http://127.0.0.1:{port}", config, log, proc, keys)
         wait_healthy(served)
         yield served
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.served import CLI, ROOT, Served, free_port, wait_healthy
+from tests.support.served import CLI, ROOT, Served, free_port, serve_process, wait_healthy
 
 EXAMPLES = ROOT / "examples"
 #: The model names the stub sees, whatever the example's file names.
@@ -117,27 +116,11 @@ def served_example(
         assert added.returncode == 0, added.stderr
         keys[user] = added.stdout.strip().splitlines()[-1]
     log = directory / "serve.log"
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [*sessiongate_command(), "serve", "--config", str(config)],
-            cwd=ROOT,
-            env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            start_new_session=True,
-        )
-    served = Served(f"http://127.0.0.1:{port}", config, log, proc, keys)
-    try:
+    command = [*sessiongate_command(), "serve", "--config", str(config)]
+    with serve_process(command, log, environment) as proc:
+        served = Served(f"http://127.0.0.1:{port}", config, log, proc, keys)
         wait_healthy(served)
         yield ServedExample(name, served, environment)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
 
 
 def have(program: str) -> bool:
