@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from sessiongate.config import Settings
@@ -19,7 +20,8 @@ from sessiongate.core.working_set import CompactionRecord
 from sessiongate.service.compaction import compaction_store
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller
-from tests.support.helpers import collect, types
+from tests.support.gateway import gateway_settings, running_gateway
+from tests.support.helpers import ScriptedModel, collect, types
 from tests.support.window_stub import WindowStub
 
 WINDOW = 1024
@@ -144,3 +146,63 @@ async def test_a_failing_summariser_loses_nothing_and_the_turn_goes_on(tmp_path:
     assert failed and all(e.status == "failed" for e in failed)
     assert [e for e in events if e.type == "context_trimmed"]
     assert stub.overflows == 0
+
+
+def scripted_summary(messages: Sequence[Any]) -> str:
+    first = str(messages[0]["content"])
+    if first.startswith("You compact the earlier part"):
+        return "the user planned a meeting on Thursday"
+    return f"reply to: {messages[-1]['content']}"
+
+
+def test_compact_now_list_and_revert_over_rest(tmp_path: Path) -> None:
+    settings = gateway_settings(
+        tmp_path,
+        models={"scripted": {"provider": "offline", "context_window": 4096}},
+        agents={
+            "defaults": {
+                "model": "scripted",
+                # Nothing is due on its own here: the compaction is asked for.
+                "context": {"keep_recent": 2, "compact_at": 1.0},
+            }
+        },
+    )
+    with running_gateway(settings, {"scripted": ScriptedModel(reply=scripted_summary)}) as gw:
+        auth = gw.auth("alice")
+        with httpx.Client(base_url=gw.url, headers=auth, timeout=30) as http:
+            for turn in range(4):
+                sent = http.post(
+                    "/v1/sessions/c:rest/messages",
+                    json={"content": f"turn {turn}: the meeting", "stream": False},
+                )
+                assert sent.status_code == 200, sent.text
+            made = http.post("/v1/sessions/c:rest/compact", json={"instructions": "keep dates"})
+            assert made.status_code == 200, made.text
+            record = made.json()["compaction"]
+            assert record["covers"] == {"first_seq": 1, "last_seq": 6, "count": 6}
+            assert record["instructions"] == "keep dates"
+            assert record["summary"] == "the user planned a meeting on Thursday"
+            listed = http.get("/v1/sessions/c:rest/compactions").json()
+            assert listed["in_force"] == record["compaction_id"]
+            context = http.get("/v1/sessions/c:rest/context").json()
+            sources = [m["source"] for m in context["messages"]]
+            assert f"compaction:{record['compaction_id']}" in sources
+            assert [s for s in sources if ":" in s and not s.startswith("compaction")] == [
+                s for s in sources[-2:]
+            ]
+            # The next turn announces the compaction made on request.
+            streamed = http.post(
+                "/v1/sessions/c:rest/messages", json={"content": "and now?", "stream": False}
+            ).json()
+            assert [c["compaction_id"] for c in streamed["compaction"]] == [record["compaction_id"]]
+            gone = http.post("/v1/sessions/c:rest/compactions/nope/revert")
+            assert gone.status_code == 404
+            assert gone.json()["error"]["code"] == "compaction_not_found"
+            undone = http.post(f"/v1/sessions/c:rest/compactions/{record['compaction_id']}/revert")
+            assert undone.status_code == 200 and undone.json()["compaction"]["reverted"]
+            context = http.get("/v1/sessions/c:rest/context").json()
+            assert not [m for m in context["messages"] if m["source"].startswith("compaction:")]
+            assert http.get("/v1/sessions/c:rest/compactions").json()["in_force"] is None
+            # Another user never reaches the key.
+            other = http.get("/v1/sessions/c:rest/compactions", headers=gw.auth("bob"))
+            assert other.status_code == 404

@@ -13,6 +13,7 @@ from fastapi.responses import Response
 
 from sessiongate import __version__
 from sessiongate.api import artifacts, rest, tools, turn_events, web
+from sessiongate.api import compactions as compactions_api
 from sessiongate.api import hooks as hooks_api
 from sessiongate.api import modes as modes_api
 from sessiongate.api import notes as notes_api
@@ -167,6 +168,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     app.include_router(rest.router)
+    app.include_router(compactions_api.router)
     app.include_router(openai_chat.router)
     app.include_router(openai_responses.router)
     app.include_router(openai_conversations.router)

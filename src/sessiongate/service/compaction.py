@@ -31,6 +31,7 @@ from sessiongate.core.working_set import (
     select,
 )
 from sessiongate.core.working_units import thread_units
+from sessiongate.errors import NotFound
 from sessiongate.models.base import ReplyModel, TextDelta
 from sessiongate.service.agents import AgentProfile
 from sessiongate.store.base import Store
@@ -113,6 +114,23 @@ class Compactor:
             self._records[session_id] = found
         return found or ()
 
+    def cached(self, session_id: str) -> tuple[CompactionRecord, ...]:
+        """The records this process already holds for the segment (no read)."""
+        return self._records.get(session_id, ())
+
+    async def revert(self, session_id: str, compaction_id: str) -> CompactionRecord:
+        """Put a record's span back to raw (the record before it is in force again; a
+        later turn compacts again if it must). NotFound unless it is the segment's."""
+        records = await self.records(session_id)
+        found = next((r for r in records if r.compaction_id == compaction_id), None)
+        if found is None or self.rows is None:
+            raise NotFound("no such compaction in this session", code="compaction_not_found")
+        if not found.reverted:
+            await self.rows.set_reverted(compaction_id, True)
+        reverted = replace(found, reverted=True)
+        self._records[session_id] = tuple(reverted if r is found else r for r in records)
+        return reverted
+
     def mark_due(
         self, session_id: str, agent: AgentProfile, budget: int, start_after: int = 0
     ) -> None:
@@ -152,16 +170,12 @@ class Compactor:
 
     async def _run(self, session_id: str, due: Due) -> None:
         try:
-            record = await self.compact(
-                session_id, due.agent, due.budget, start_after=due.start_after
-            )
+            await self.compact(session_id, due.agent, due.budget, start_after=due.start_after)
         except Exception as exc:
             log.warning("compaction of %s failed: %s", session_id, type(exc).__name__)
             failed = CompactionEvent(None, {}, 0, 0, None, "failed")
             self._news.setdefault(session_id, []).append(failed)
             return
-        if record is not None:
-            self._news.setdefault(session_id, []).append(compaction_event(record, "done"))
 
     async def compact(
         self,
@@ -235,6 +249,7 @@ class Compactor:
         )
         await self.rows.add(record)
         self._records[session_id] = (*records, record)
+        self._news.setdefault(session_id, []).append(compaction_event(record, "done"))
         return record
 
     async def _ask(self, name: str, wire: list[dict[str, object]]) -> str:

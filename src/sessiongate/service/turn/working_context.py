@@ -165,7 +165,8 @@ async def fit_turn_context(
     older = max(min(own) - 1 - segment.cleared_after_seq, 0) if own else 0
     if compactor is None or not compactor.enabled:
         return replace(fitted, dropped_messages=fitted.dropped_messages + older)
-    if working.next_compaction is None and not working.trimmed and older == 0:
+    known = compactor.cached(segment.session_id)
+    if working.next_compaction is None and not working.trimmed and older == 0 and not known:
         return fitted  # the common case: nothing to summarise, nothing read
     records = await compactor.records(segment.session_id)
     if working.trimmed and compactor.running(segment.session_id):
