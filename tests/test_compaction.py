@@ -206,3 +206,31 @@ def test_compact_now_list_and_revert_over_rest(tmp_path: Path) -> None:
             # Another user never reaches the key.
             other = http.get("/v1/sessions/c:rest/compactions", headers=gw.auth("bob"))
             assert other.status_code == 404
+
+
+async def test_a_conversation_that_never_needs_compaction_reads_no_records(
+    tmp_path: Path,
+) -> None:
+    async with WindowStub(WINDOW) as stub:
+        gw = engine_with(tmp_path, stub.url)
+        rows = gw.turns.compactor.rows
+        assert rows is not None
+        reads: list[str] = []
+        original = rows.for_segment
+
+        async def counted(session_id: str) -> list[CompactionRecord]:
+            reads.append(session_id)
+            return await original(session_id)
+
+        rows.for_segment = counted  # type: ignore[method-assign]
+        try:
+            for turn in range(6):
+                assert types(await collect(gw, f"short {turn}", key="c:short"))[-1] == "end"
+            assert reads == []  # the common path: no extra round trip
+            for turn in range(20):
+                got = await collect(gw, f"turn {turn}: {PARAGRAPH}", key="c:long")
+                assert types(got)[-1] == "end"
+                await gw.turns.drain()
+        finally:
+            await gw.aclose()
+    assert len(reads) == 1  # the long thread's records: read once, then kept current
