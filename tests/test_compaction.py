@@ -16,6 +16,7 @@ import pytest
 
 from sessiongate.config import Settings
 from sessiongate.core.keys import KeyRef
+from sessiongate.core.summary_prompt import parse_compact_command
 from sessiongate.core.working_set import CompactionRecord
 from sessiongate.service.compaction import compaction_store
 from sessiongate.service.engine import Engine, build_engine
@@ -234,3 +235,41 @@ async def test_a_conversation_that_never_needs_compaction_reads_no_records(
         finally:
             await gw.aclose()
     assert len(reads) == 1  # the long thread's records: read once, then kept current
+
+
+def test_compact_command_parsing() -> None:
+    assert parse_compact_command("/compact") == ""
+    assert parse_compact_command("  /compact keep the dates \n") == "keep the dates"
+    assert parse_compact_command("/compacted") is None
+    assert parse_compact_command("please /compact") is None
+
+
+async def test_compact_as_a_message_compacts_now_and_stores_nothing_of_itself(
+    tmp_path: Path,
+) -> None:
+    async with WindowStub(WINDOW, reply="a short summary") as stub:
+        gw = engine_with(tmp_path, stub.url, context={"keep_recent": 2, "compact_at": 1.0})
+        try:
+            for turn in range(4):
+                assert types(await collect(gw, f"turn {turn}"))[-1] == "end"
+            events = await collect(gw, "/compact keep the dates")
+            segment = await gw.store.latest_segment(KeyRef("alice", "chat:alice"))
+            messages = await gw.store.list_messages(segment.session_id)
+            rows = compaction_store(gw.store)
+            assert rows is not None
+            (record,) = await rows.for_segment(segment.session_id)
+            again = await collect(gw, "/compact")
+        finally:
+            await gw.aclose()
+    assert types(events) == ["start", "compaction", "end"]
+    assert events[1].status == "done" and events[1].compaction_id == record.compaction_id
+    assert events[1].covers == {"first_seq": 1, "last_seq": 6, "count": 6}
+    assert events[-1].message_id is None
+    assert record.instructions == "keep the dates" and record.summary == "a short summary"
+    assert len(messages) == 8  # the command itself is not a message
+    assert [e.status for e in again if e.type == "compaction"] == ["nothing_to_compact"]
+
+
+async def test_compact_on_an_agent_without_a_window_says_unavailable(engine: Engine) -> None:
+    events = await collect(engine, "/compact")
+    assert [e.status for e in events if e.type == "compaction"] == ["unavailable"]

@@ -6,6 +6,7 @@ each message tagged with its seq, so the summary can be checked against what it 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,3 +52,15 @@ def summary_request(
         {"role": "system", "content": system},
         {"role": "user", "content": "\n".join(lines)},
     ]
+
+
+_COMPACT_RE = re.compile(r"\s*/compact(?:\s+(?P<instructions>.*?))?\s*", re.DOTALL)
+
+
+def parse_compact_command(content: str) -> str | None:
+    """`/compact` alone (""), or `/compact <instructions>` (the instructions); None for
+    any other text (`/compacted`, `x /compact`)."""
+    match = _COMPACT_RE.fullmatch(content)
+    if match is None:
+        return None
+    return (match["instructions"] or "").strip()

@@ -23,6 +23,7 @@ from sessiongate.core.clock import Clock
 from sessiongate.core.context import estimate_tokens, without_superseded
 from sessiongate.core.events import CompactionEvent
 from sessiongate.core.ids import IdGenerator
+from sessiongate.core.segments import Segment
 from sessiongate.core.summary_prompt import summary_request
 from sessiongate.core.working_set import (
     CompactionRecord,
@@ -267,3 +268,29 @@ async def drain_compactions(compactor: Compactor) -> None:
     """Wait for every running compaction (graceful shutdown and tests)."""
     while running := [t for t in compactor._running.values() if not t.done()]:
         await asyncio.gather(*running, return_exceptions=True)
+
+
+async def run_compact_command(
+    compactor: Compactor,
+    agent: AgentProfile,
+    segment: Segment,
+    instructions: str,
+) -> CompactionEvent:
+    """`/compact [instructions]` as a message: compact now; the event that says how it
+    went (`done`, `nothing_to_compact`, `unavailable`, `failed`). Nothing is stored of
+    the command itself."""
+    budget = agent.context_budget
+    if budget is None or agent.working_set.compaction == "off" or not compactor.enabled:
+        return CompactionEvent(None, {}, 0, 0, None, "unavailable")
+    session_id, start_after = segment.session_id, segment.cleared_after_seq
+    try:
+        record = await compactor.compact(
+            session_id, agent, budget, instructions=instructions or None, start_after=start_after
+        )
+    except Exception as exc:
+        log.warning("compaction of %s failed: %s", session_id, type(exc).__name__)
+        return CompactionEvent(None, {}, 0, 0, None, "failed")
+    if record is None:
+        return CompactionEvent(None, {}, 0, 0, None, "nothing_to_compact")
+    compactor.news(session_id)  # announced now, not by the next turn
+    return compaction_event(record, "done")

@@ -43,6 +43,7 @@ from sessiongate.core.events import (
 )
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import RecallFragment, Role, Segment
+from sessiongate.core.summary_prompt import parse_compact_command
 from sessiongate.errors import SessionGateError, TurnTimeout
 from sessiongate.models.base import ReplyModel
 from sessiongate.service.agent_access import AgentAccess
@@ -50,7 +51,7 @@ from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService
 from sessiongate.service.attachments import keep_attachments
 from sessiongate.service.budgets import TokenCalibration, observe_prompt_tokens
-from sessiongate.service.compaction import Compactor, drain_compactions
+from sessiongate.service.compaction import Compactor, drain_compactions, run_compact_command
 from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.conversation.plan import ClientPlan
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
@@ -310,7 +311,10 @@ class TurnService:
             event = rotation_event(rotation)
             handle.rotations.append({k: v for k, v in event.to_dict().items() if k != "type"})
             handle.emit(event)
-        if not content:  # a bare `/new`: the rotation was the whole turn
+        instructions = parse_compact_command(content)
+        if instructions is not None:  # `/compact [instructions]`: the whole turn
+            handle.emit(await run_compact_command(self.compactor, agent, segment, instructions))
+        if not content or instructions is not None:  # a bare `/new`, or `/compact`
             handle.emit(EndEvent(None, segment.message_count))
             return
 
