@@ -516,3 +516,27 @@ def test_background_response_can_be_cancelled(client: openai.OpenAI, rest: httpx
         json={"model": "main", "input": "x", "background": True, "store": False},
     )
     assert no_store.status_code == 400 and no_store.json()["error"]["param"] == "background"
+
+
+def test_a_stream_is_read_again_after_a_sequence_number(rest: httpx.Client) -> None:
+    streamed = rest.post(
+        "/v1/responses", json={"model": "main", "input": "resume me", "stream": True}
+    )
+    original = [data for _, data in parse_sse(streamed.text)]
+    response_id = original[0]["response"]["id"]
+    again = rest.get(f"/v1/responses/{response_id}?stream=true&starting_after=3")
+    assert [data for _, data in parse_sse(again.text)] == original[4:]
+    bad = rest.get(f"/v1/responses/{response_id}?stream=true&starting_after=x")
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "starting_after"
+
+
+def test_a_background_response_is_followed_as_a_stream(client: openai.OpenAI) -> None:
+    started = client.responses.create(model="main", input="follow me", background=True)
+    events = list(client.responses.retrieve(started.id, stream=True, starting_after=-1))
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    last = events[-1]
+    assert last.type == "response.completed"
+    assert last.response.output_text.endswith("follow me")
+    # The SDK's own helper for it.
+    resumed = list(client.responses.retrieve(started.id, stream=True, starting_after=2))
+    assert [e.sequence_number for e in resumed] == list(range(3, len(events)))

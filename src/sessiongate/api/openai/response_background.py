@@ -1,6 +1,7 @@
 """Background responses (DESIGN.md §14): `POST /v1/responses` with `background: true`
 answers at once with the response `in_progress` (kept), the turn runs on in this process
-and its end is kept under the same id; `POST /v1/responses/{id}/cancel` cancels it while
+(its events journalled: `GET …?stream=true` follows it) and its end is kept under the
+same id; `POST /v1/responses/{id}/cancel` cancels it while
 it runs here (status `cancelled`; an ended one is answered as it is)."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from sessiongate.api.auth import CurrentUser, caller_for
-from sessiongate.api.openai.response_render import not_found, openai_error, whole_response
+from sessiongate.api.openai.response_journal import JournalEntry, journal_of
+from sessiongate.api.openai.response_render import not_found, openai_error, pump
 from sessiongate.core.events import TurnEvent
 from sessiongate.core.response_events import ResponseShell
 from sessiongate.core.users import Caller
@@ -30,7 +32,7 @@ CANCEL_WAIT_SECONDS = 10.0
 
 @dataclass
 class Running:
-    tasks: dict[str, tuple[asyncio.Task[dict[str, Any]], TurnHandle]] = field(default_factory=dict)
+    tasks: dict[str, tuple[asyncio.Task[None], TurnHandle]] = field(default_factory=dict)
     cancelled: set[str] = field(default_factory=set)
 
 
@@ -53,6 +55,7 @@ class BackgroundTurn:
     events: AsyncIterator[TurnEvent]
     calls: Callable[[], list[dict[str, str]]]
     notice: str
+    entry: JournalEntry
 
 
 async def start_background(
@@ -74,8 +77,8 @@ async def start_background(
             ended.update(status="cancelled", error=None)
         await service.record(caller, turn.key, ended, turn.items)
 
-    task = asyncio.create_task(
-        whole_response(turn.shell, turn.first, turn.events, turn.calls, turn.notice, on_done)
+    task = journal_of(request).run(
+        pump(turn.shell, turn.first, turn.events, turn.calls, turn.notice, on_done, turn.entry)
     )
     running.tasks[response_id] = (task, turn.handle)
     task.add_done_callback(lambda _: running.tasks.pop(response_id, None))

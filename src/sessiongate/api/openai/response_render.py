@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from fastapi.responses import JSONResponse
 
+from sessiongate.api.openai.response_journal import JournalEntry
 from sessiongate.core.conversation import render_notice
 from sessiongate.core.events import EndEvent, ErrorEvent, RotationEvent, TokenEvent, TurnEvent
 from sessiongate.core.response_events import ResponseEvents, ResponseShell, replay
@@ -118,19 +119,38 @@ async def response_events(
             return
 
 
-async def whole_response(
+async def pump(
     shell: ResponseShell,
     first: TurnEvent,
     events: AsyncIterator[TurnEvent],
     tool_calls: Callable[[], list[dict[str, str]]],
     notice_template: str,
     on_done: OnDone,
-) -> dict[str, Any]:
-    final: dict[str, Any] = {}
-    async for event in response_events(shell, first, events, tool_calls, notice_template, on_done):
+    entry: JournalEntry,
+) -> None:
+    """The turn's events, as the Responses API's, into the response's journal entry: run
+    as a task of its own, so a response ends (and is kept) whoever reads it."""
+    try:
+        async for event in response_events(
+            shell, first, events, tool_calls, notice_template, on_done
+        ):
+            entry.add(event)
+    finally:
+        entry.close()
+
+
+def final_response(entry: JournalEntry) -> dict[str, Any]:
+    """The response a finished entry ended with (failed when its stream broke off)."""
+    for event in reversed(entry.events):
         if event["type"] in ("response.completed", "response.incomplete", "response.failed"):
-            final = event["response"]
-    return final
+            response: dict[str, Any] = event["response"]
+            return response
+    return {"status": "failed", "error": {"code": "interrupted", "message": "no response"}}
+
+
+async def sse_of(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    async for event in events:
+        yield sse(event)
 
 
 def replayed(body: dict[str, Any]) -> list[dict[str, Any]]:

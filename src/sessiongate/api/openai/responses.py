@@ -15,6 +15,7 @@ Errors answer in OpenAI's shape on these routes.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -27,15 +28,17 @@ from sessiongate.api.auth import CurrentUser, caller_for
 from sessiongate.api.openai import response_background
 from sessiongate.api.openai.messages import fit_client_tools, parse_request
 from sessiongate.api.openai.response_background import BackgroundTurn, start_background
+from sessiongate.api.openai.response_journal import JournalEntry, journal_of
 from sessiongate.api.openai.response_render import (
     OpenAIError,
+    final_response,
     not_found,
     openai_error,
     page_params,
+    pump,
     replayed,
-    response_events,
     sse,
-    whole_response,
+    sse_of,
 )
 from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
 from sessiongate.core.conversation import ClientMessage, Identity, chain, prefix_hashes
@@ -307,19 +310,21 @@ async def _create(
         return list(handle.tool_calls)
 
     notice = engine.settings.openai.rotation_notice
+    journal = journal_of(request)
+    # Only a kept response is found again (GET …?stream=true&starting_after=N).
+    entry = journal.open(caller.name, response_id) if keep else JournalEntry()
     if body.background and not body.stream:
-        turn = BackgroundTurn(shell, key, items, handle, first, events, calls, notice)
+        turn = BackgroundTurn(shell, key, items, handle, first, events, calls, notice, entry)
         return await start_background(request, responses_of(request), caller, turn, headers)
+    task = journal.run(pump(shell, first, events, calls, notice, on_done, entry))
     if body.stream:
-
-        async def stream() -> Any:
-            async for event in response_events(shell, first, events, calls, notice, on_done):
-                yield sse(event)
-
         return StreamingResponse(
-            stream(), media_type="text/event-stream", headers={**SSE_HEADERS, **headers}
+            sse_of(entry.follow(-1)),
+            media_type="text/event-stream",
+            headers={**SSE_HEADERS, **headers},
         )
-    response = await whole_response(shell, first, events, calls, notice, on_done)
+    await asyncio.shield(task)
+    response = final_response(entry)
     if response.get("status") == "failed":
         error = response.get("error") or {}
         return openai_error(502, str(error.get("message", "")), str(error.get("code", "")))
@@ -343,11 +348,29 @@ def _continuing(origin: str, tip: str, messages: tuple[ClientMessage, ...]) -> t
 
 
 @router.get("/responses/{response_id}", response_model=None)
-async def get_response(response_id: str, user: CurrentUser, request: Request) -> Response:
-    found = await responses_of(request).get(caller_for(user), response_id)
+async def get_response(
+    response_id: str,
+    user: CurrentUser,
+    request: Request,
+    stream: str = Query("false", max_length=8),
+    starting_after: str = Query("-1", max_length=12),
+) -> Response:
+    caller = caller_for(user)
+    found = await responses_of(request).get(caller, response_id)
     if found is None:
         return not_found("Response", response_id).response()
-    return JSONResponse(found.body)
+    if stream.lower() not in ("true", "1"):
+        return JSONResponse(found.body)
+    after = int(starting_after) if starting_after.lstrip("-").isdigit() else None
+    if after is None:
+        message = "starting_after must be an integer."
+        return openai_error(400, message, "invalid_value", "starting_after")
+    entry = journal_of(request).get(caller.name, response_id)
+    if entry is not None:
+        events = sse_of(entry.follow(after))
+        return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)
+    again = [sse(e) for e in replayed(found.body) if e["sequence_number"] > after]
+    return StreamingResponse(iter(again), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 @router.delete("/responses/{response_id}", response_model=None)
