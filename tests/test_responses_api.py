@@ -540,3 +540,16 @@ def test_a_background_response_is_followed_as_a_stream(client: openai.OpenAI) ->
     # The SDK's own helper for it.
     resumed = list(client.responses.retrieve(started.id, stream=True, starting_after=2))
     assert [e.sequence_number for e in resumed] == list(range(3, len(events)))
+
+
+def test_a_streamed_background_response_runs_on_when_the_stream_is_dropped(
+    client: openai.OpenAI,
+) -> None:
+    with client.responses.create(
+        model="main", input="slow", background=True, stream=True
+    ) as stream:
+        first = next(iter(stream))
+    assert first.type == "response.created"
+    response_id = first.response.id
+    assert client.responses.retrieve(response_id).status == "in_progress"
+    assert client.responses.cancel(response_id).status == "cancelled"

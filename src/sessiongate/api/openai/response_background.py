@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from sessiongate.api.auth import CurrentUser, caller_for
 from sessiongate.api.openai.response_journal import JournalEntry, journal_of
-from sessiongate.api.openai.response_render import not_found, openai_error, pump
+from sessiongate.api.openai.response_render import not_found, openai_error, pump, sse_of
+from sessiongate.api.turns import SSE_HEADERS
 from sessiongate.core.events import TurnEvent
 from sessiongate.core.response_events import ResponseShell
 from sessiongate.core.users import Caller
@@ -64,6 +65,8 @@ async def start_background(
     caller: Caller,
     turn: BackgroundTurn,
     headers: dict[str, str],
+    *,
+    stream: bool = False,
 ) -> Response:
     """Keep the response `in_progress`, run the turn on, keep its end."""
     response_id = turn.shell.response_id
@@ -82,6 +85,11 @@ async def start_background(
     )
     running.tasks[response_id] = (task, turn.handle)
     task.add_done_callback(lambda _: running.tasks.pop(response_id, None))
+    if stream:  # followed from its journal: a dropped stream leaves it running
+        events = sse_of(turn.entry.follow(-1))
+        return StreamingResponse(
+            events, media_type="text/event-stream", headers={**SSE_HEADERS, **headers}
+        )
     return JSONResponse(started, headers=headers)
 
 

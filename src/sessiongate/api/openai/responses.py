@@ -313,9 +313,10 @@ async def _create(
     journal = journal_of(request)
     # Only a kept response is found again (GET …?stream=true&starting_after=N).
     entry = journal.open(caller.name, response_id) if keep else JournalEntry()
-    if body.background and not body.stream:
+    if body.background:
         turn = BackgroundTurn(shell, key, items, handle, first, events, calls, notice, entry)
-        return await start_background(request, responses_of(request), caller, turn, headers)
+        service = responses_of(request)
+        return await start_background(request, service, caller, turn, headers, stream=body.stream)
     task = journal.run(pump(shell, first, events, calls, notice, on_done, entry))
     if body.stream:
         return StreamingResponse(
