@@ -273,3 +273,37 @@ async def test_compact_as_a_message_compacts_now_and_stores_nothing_of_itself(
 async def test_compact_on_an_agent_without_a_window_says_unavailable(engine: Engine) -> None:
     events = await collect(engine, "/compact")
     assert [e.status for e in events if e.type == "compaction"] == ["unavailable"]
+
+
+def test_the_openai_route_names_the_compaction_in_a_header(tmp_path: Path) -> None:
+    settings = gateway_settings(
+        tmp_path,
+        models={"scripted": {"provider": "offline", "context_window": 4096}},
+        agents={
+            "defaults": {"model": "scripted", "context": {"keep_recent": 2, "compact_at": 1.0}}
+        },
+    )
+    model = ScriptedModel(reply=scripted_summary)
+    with (
+        running_gateway(settings, {"scripted": model}) as gw,
+        httpx.Client(base_url=gw.url, headers=gw.auth("alice"), timeout=30) as http,
+    ):
+        history: list[dict[str, str]] = []
+        headers = {"X-Session-Key": "oa:k"}
+        for turn in range(4):
+            history.append({"role": "user", "content": f"turn {turn}"})
+            answer = http.post(
+                "/v1/chat/completions",
+                headers=headers,
+                json={"model": "main", "messages": history},
+            )
+            assert answer.status_code == 200, answer.text
+            assert "X-Context-Compacted" not in answer.headers
+            history.append(answer.json()["choices"][0]["message"])
+        made = http.post("/v1/sessions/oa:k/compact", json={}).json()["compaction"]
+        history.append({"role": "user", "content": "and then?"})
+        answer = http.post(
+            "/v1/chat/completions", headers=headers, json={"model": "main", "messages": history}
+        )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-Context-Compacted"] == made["compaction_id"]

@@ -319,6 +319,9 @@ class _Completion:
             }
         if "tool_steps" in result:
             body["sessiongate_tool_steps"] = result["tool_steps"]
+        compacted = [c["compaction_id"] for c in result.get("compaction", []) if c["compaction_id"]]
+        if compacted:  # the working set (docs/working_set.md)
+            headers = {**headers, "X-Context-Compacted": ",".join(compacted)}
         return JSONResponse(body, headers=headers)
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
