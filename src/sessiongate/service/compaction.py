@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 SUMMARY_TIMEOUT_SECONDS = 120.0
 #: The most messages one compaction reads (the oldest after the summary in force).
 MAX_READ_MESSAGES = 400
+#: The segments whose records one process keeps in memory (the least recently used go).
+MAX_CACHED_SEGMENTS = 4096
 #: How long a turn that would otherwise trim waits for a compaction already running.
 WAIT_SECONDS = 60.0
 
@@ -97,7 +100,8 @@ class Compactor:
         self.models = models
         self.ids = IdGenerator(clock)
         self.clock = clock
-        self._records: dict[str, tuple[CompactionRecord, ...]] = {}
+        #: Per segment, most recently used last; at most MAX_CACHED_SEGMENTS.
+        self._records: OrderedDict[str, tuple[CompactionRecord, ...]] = OrderedDict()
         self._due: dict[str, Due] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._news: dict[str, list[CompactionEvent]] = {}
@@ -112,8 +116,15 @@ class Compactor:
         found = self._records.get(session_id)
         if found is None and self.rows is not None:
             found = tuple(await self.rows.for_segment(session_id))
-            self._records[session_id] = found
+        if found is not None:
+            self._keep(session_id, found)
         return found or ()
+
+    def _keep(self, session_id: str, records: tuple[CompactionRecord, ...]) -> None:
+        self._records[session_id] = records
+        self._records.move_to_end(session_id)
+        while len(self._records) > MAX_CACHED_SEGMENTS:
+            self._records.popitem(last=False)
 
     def cached(self, session_id: str) -> tuple[CompactionRecord, ...]:
         """The records this process already holds for the segment (no read)."""
@@ -129,7 +140,7 @@ class Compactor:
         if not found.reverted:
             await self.rows.set_reverted(compaction_id, True)
         reverted = replace(found, reverted=True)
-        self._records[session_id] = tuple(reverted if r is found else r for r in records)
+        self._keep(session_id, tuple(reverted if r is found else r for r in records))
         return reverted
 
     def mark_due(
@@ -249,7 +260,7 @@ class Compactor:
             instructions=instructions,
         )
         await self.rows.add(record)
-        self._records[session_id] = (*records, record)
+        self._keep(session_id, (*records, record))
         self._news.setdefault(session_id, []).append(compaction_event(record, "done"))
         return record
 
