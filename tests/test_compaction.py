@@ -307,3 +307,20 @@ def test_the_openai_route_names_the_compaction_in_a_header(tmp_path: Path) -> No
         )
     assert answer.status_code == 200, answer.text
     assert answer.headers["X-Context-Compacted"] == made["compaction_id"]
+
+
+async def test_erasing_a_key_leaves_none_of_its_summaries_in_memory(tmp_path: Path) -> None:
+    async with WindowStub(WINDOW, reply="a summary") as stub:
+        gw = engine_with(tmp_path, stub.url, context={"keep_recent": 2, "compact_at": 1.0})
+        try:
+            for turn in range(4):
+                await collect(gw, f"turn {turn}", key="c:gone")
+            await collect(gw, "/compact", key="c:gone")
+            segment = await gw.store.latest_segment(KeyRef("alice", "c:gone"))
+            assert gw.turns.compactor.cached(segment.session_id)
+            await gw.sessions.delete("c:gone", Caller("alice"))
+            assert gw.turns.compactor.cached(segment.session_id) == ()
+            rows = compaction_store(gw.store)
+            assert rows is not None and await rows.for_segment(segment.session_id) == []
+        finally:
+            await gw.aclose()

@@ -24,6 +24,7 @@ from sessiongate.core.clock import Clock
 from sessiongate.core.context import estimate_tokens, without_superseded
 from sessiongate.core.events import CompactionEvent
 from sessiongate.core.ids import IdGenerator
+from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Segment
 from sessiongate.core.summary_prompt import summary_request
 from sessiongate.core.working_set import (
@@ -125,6 +126,12 @@ class Compactor:
         self._records.move_to_end(session_id)
         while len(self._records) > MAX_CACHED_SEGMENTS:
             self._records.popitem(last=False)
+
+    async def forget(self, _key: KeyRef) -> None:
+        """After a key's erasure: none of its summaries stays in memory (erasures are
+        rare; the other segments' records are read again when needed; pending
+        announcements hold no text and stay)."""
+        self._records.clear()
 
     def cached(self, session_id: str) -> tuple[CompactionRecord, ...]:
         """The records this process already holds for the segment (no read)."""

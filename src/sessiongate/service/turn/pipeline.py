@@ -127,6 +127,7 @@ class TurnService:
         self.calibration = TokenCalibration()
         #: The working set's summaries: read, due, written after turns.
         self.compactor = Compactor(sessions.store, models, sessions.clock)
+        sessions.on_erase(self.compactor.forget)
         self.agents = agents
         self.models = models
         self.judges = judges
