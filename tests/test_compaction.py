@@ -5,8 +5,9 @@ covers; a failing summariser loses nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from sessiongate.config import Settings
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.summary_prompt import parse_compact_command
 from sessiongate.core.working_set import CompactionRecord
+from sessiongate.models.base import NO_OPTIONS, ModelChunk, ModelOptions, TextDelta, WireMessage
 from sessiongate.service.compaction import compaction_store
 from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller
@@ -324,3 +326,50 @@ async def test_erasing_a_key_leaves_none_of_its_summaries_in_memory(tmp_path: Pa
             assert rows is not None and await rows.for_segment(segment.session_id) == []
         finally:
             await gw.aclose()
+
+
+class SlowSummaries:
+    """Replies at once; a summary waits until `release` is set."""
+
+    name = "m"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
+        if str(messages[0]["content"]).startswith("You compact the earlier part"):
+            await self.release.wait()
+            yield TextDelta("a short summary")
+        else:
+            yield TextDelta("ok")
+
+
+async def test_a_turn_that_would_trim_waits_for_the_running_compaction_and_says_so(
+    tmp_path: Path,
+) -> None:
+    model = SlowSummaries()
+    gw = build_engine(
+        Settings(
+            data_dir=tmp_path,
+            models={"m": {"provider": "offline", "context_window": WINDOW}},
+            agents={"defaults": {"model": "m", "context": {"keep_recent": 2}}},
+            lifecycle={"timezone": "UTC"},
+        ),
+        models={"m": model},
+    )
+    statuses: list[str] = []
+    try:
+        segment_id = None
+        for turn in range(12):
+            if segment_id and gw.turns.compactor.running(segment_id):
+                asyncio.get_running_loop().call_later(0.3, model.release.set)
+            events = await collect(gw, f"turn {turn}: {PARAGRAPH}")
+            assert types(events)[-1] == "end"
+            segment_id = events[0].session_id
+            statuses += [e.status for e in events if e.type == "compaction"]
+    finally:
+        model.release.set()
+        await gw.aclose()
+    assert "waited" in statuses

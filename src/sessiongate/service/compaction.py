@@ -159,6 +159,13 @@ class Compactor:
         """Compactions (and failures) not announced yet; announced once."""
         return self._news.pop(session_id, [])
 
+    def mark_waited(self, session_id: str) -> None:
+        """The compactions about to be announced held up the turn: say so (`waited`)."""
+        self._news[session_id] = [
+            replace(e, status="waited") if e.status == "done" else e
+            for e in self._news.get(session_id, [])
+        ]
+
     def running(self, session_id: str) -> bool:
         task = self._running.get(session_id)
         return task is not None and not task.done()

@@ -170,7 +170,8 @@ async def fit_turn_context(
         return fitted  # the common case: nothing to summarise, nothing read
     records = await compactor.records(segment.session_id)
     if working.trimmed and compactor.running(segment.session_id):
-        await compactor.wait(segment.session_id)  # announced by the turn (`compaction`)
+        if await compactor.wait(segment.session_id):
+            compactor.mark_waited(segment.session_id)  # the turn says it waited
         records = await compactor.records(segment.session_id)
     if records:
         fitted, working = fit(records)
