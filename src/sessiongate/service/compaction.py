@@ -37,6 +37,7 @@ from sessiongate.core.working_units import thread_units
 from sessiongate.errors import NotFound
 from sessiongate.models.base import ReplyModel, TextDelta
 from sessiongate.service.agents import AgentProfile
+from sessiongate.service.budgets import TokenCalibration
 from sessiongate.store.base import Store
 from sessiongate.store.compactions import CompactionStore
 
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 SUMMARY_TIMEOUT_SECONDS = 120.0
 #: The most messages one compaction reads (the oldest after the summary in force).
 MAX_READ_MESSAGES = 400
+#: What the summariser's instructions cost (estimated), beside what it reads.
+PROMPT_TOKENS = 200
 #: The segments whose records one process keeps in memory (the least recently used go).
 MAX_CACHED_SEGMENTS = 4096
 #: How long a turn that would otherwise trim waits for a compaction already running.
@@ -95,8 +98,11 @@ class Compactor:
         store: Store,
         models: Mapping[str, ReplyModel],
         clock: Clock,
+        calibration: TokenCalibration | None = None,
     ) -> None:
         self._session_store = store
+        #: The per-model correction of the estimate: a summary request fits its window.
+        self.calibration = calibration
         self.rows = compaction_store(store)
         self.models = models
         self.ids = IdGenerator(clock)
@@ -227,12 +233,16 @@ class Compactor:
             thread, max_result_chars=agent.max_tool_result_chars, count_tokens=estimate_tokens
         )
         policy = replace(agent.working_set, compact_at=0.0)  # due: the turn said so
-        # The summariser reads at most three quarters of its budget (the rest: the
-        # summary in force, the instructions, its answer).
+        # The summariser reads at most three quarters of the budget, less the summary it
+        # folds and its instructions, corrected as a turn's context is (the reserve is
+        # kept for its answer).
+        name = agent.working_set.summary_model or agent.control_model or agent.reply_model
+        ratio = self.calibration.ratio(name) if self.calibration is not None else 1.0
+        folded = estimate_tokens(previous.summary) if previous is not None else 0
         working = select(
             [u.unit for u in units],
             compactions=records,
-            budget=max(budget * 3 // 4, 1),
+            budget=max(int(budget * 3 // 4 / ratio) - folded - PROMPT_TOKENS, 1),
             summary_tokens=lambda r: estimate_tokens(render_summary(r)),
             policy=policy,
         )
@@ -247,7 +257,6 @@ class Compactor:
             if u.unit in chosen
             for item in u.items
         ]
-        name = agent.working_set.summary_model or agent.control_model or agent.reply_model
         wire = summary_request(
             previous.summary if previous is not None else None,
             items,

@@ -126,7 +126,7 @@ class TurnService:
         #: Per model, the token estimate's correction (service/budgets.py).
         self.calibration = TokenCalibration()
         #: The working set's summaries: read, due, written after turns.
-        self.compactor = Compactor(sessions.store, models, sessions.clock)
+        self.compactor = Compactor(sessions.store, models, sessions.clock, self.calibration)
         sessions.on_erase(self.compactor.forget)
         self.agents = agents
         self.models = models
