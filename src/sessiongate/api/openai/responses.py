@@ -19,10 +19,8 @@ import asyncio
 import time
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sessiongate.api.auth import CurrentUser, caller_for
 from sessiongate.api.openai import response_background
@@ -40,8 +38,15 @@ from sessiongate.api.openai.response_render import (
     sse,
     sse_of,
 )
+from sessiongate.api.openai.response_request import (
+    ResponseRequest,
+    client_id_of,
+    continuing,
+    conversation_id_of,
+    request_body,
+)
 from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
-from sessiongate.core.conversation import ClientMessage, Identity, chain, prefix_hashes
+from sessiongate.core.conversation import Identity, prefix_hashes
 from sessiongate.core.conversation_items import page_of
 from sessiongate.core.events import ErrorEvent
 from sessiongate.core.response_events import ResponseShell
@@ -73,26 +78,6 @@ router.include_router(response_background.router)
 TOOL_RESULTS_TEXT = "(tool results)"
 
 
-class ResponseRequest(BaseModel):
-    # Sampling parameters, `reasoning`, `include` and the like are accepted and ignored.
-    model_config = ConfigDict(extra="allow")
-    model: str = Field(min_length=1, max_length=200)
-    input: str | list[dict[str, Any]] = Field(max_length=10_000)
-    instructions: str | None = None
-    previous_response_id: str | None = Field(None, max_length=200)
-    conversation: str | dict[str, Any] | None = None
-    store: bool = True
-    stream: bool = False
-    background: bool = False
-    metadata: dict[str, str] | None = Field(None, max_length=16)
-    tools: list[dict[str, Any]] | None = Field(None, max_length=128)
-    tool_choice: str | dict[str, Any] | None = None
-    text: dict[str, Any] | None = None
-    max_output_tokens: int | None = Field(None, ge=1)
-    parallel_tool_calls: bool = True
-    prompt_cache_key: str | None = Field(None, max_length=512)
-
-
 def responses_of(request: Request) -> ResponseService:
     """The app's response records, made at first use (erased with their key)."""
     state = request.app.state
@@ -106,29 +91,6 @@ def responses_of(request: Request) -> ResponseService:
     return service
 
 
-async def _request_body(request: Request) -> ResponseRequest:
-    try:
-        raw = orjson.loads(await request.body())
-    except orjson.JSONDecodeError:
-        raise OpenAIError(400, "The request body is not valid JSON.", "invalid_json") from None
-    if not isinstance(raw, dict):
-        raise OpenAIError(400, "The request body must be a JSON object.", "invalid_request")
-    try:
-        return ResponseRequest.model_validate(raw)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        param = ".".join(str(p) for p in error.get("loc", ())) or None
-        message = f"Invalid value for '{param}': {error.get('msg', 'invalid')}"
-        raise OpenAIError(400, message, "invalid_value", param) from None
-
-
-def _client_id(session_id: str | None, thread_id: str | None, body: ResponseRequest) -> str | None:
-    for value in (session_id, thread_id, body.prompt_cache_key):
-        if value is not None and value.strip():
-            return value.strip()[:512]
-    return None
-
-
 @router.post("/responses", response_model=None)
 async def create_response(
     user: CurrentUser,
@@ -138,8 +100,8 @@ async def create_response(
     idempotency_key: str | None = Header(None),
 ) -> Response:
     try:
-        body = await _request_body(request)
-        client_id = _client_id(session_id, thread_id, body)
+        body = await request_body(request)
+        client_id = client_id_of(session_id, thread_id, body)
         idempotent = idempotent_request(
             user.name,
             idempotency_key,
@@ -249,11 +211,11 @@ async def _create(
     else:
         if previous is not None:
             key, identity = previous.key, Identity.KEY
-            hashes = _continuing(previous.response_id, previous.tip_hash, parsed.messages)
+            hashes = continuing(previous.response_id, previous.tip_hash, parsed.messages)
         elif start is not None:
             key, identity = start.key, Identity.KEY
             if start.tip is not None:
-                hashes = _continuing(start.key, start.tip, parsed.messages)
+                hashes = continuing(start.key, start.tip, parsed.messages)
         elif client_id is not None:
             key, identity = derived_key("resp", client_id), Identity.CLIENT_ID
         else:
@@ -285,7 +247,7 @@ async def _create(
         previous_response_id=body.previous_response_id,
         store=body.store,
         parallel_tool_calls=body.parallel_tool_calls,
-        conversation=None if start is None else _conversation_id(body.conversation),
+        conversation=None if start is None else conversation_id_of(body.conversation),
     )
     keep = body.store and not stateless
     items = listed_items(body.input, response_id)
@@ -330,22 +292,6 @@ async def _create(
         error = response.get("error") or {}
         return openai_error(502, str(error.get("message", "")), str(error.get("code", "")))
     return JSONResponse(response, headers=headers)
-
-
-def _conversation_id(value: object) -> str | None:
-    ident = value.get("id") if isinstance(value, dict) else value
-    return ident if isinstance(ident, str) else None
-
-
-def _continuing(origin: str, tip: str, messages: tuple[ClientMessage, ...]) -> tuple[str, ...]:
-    """The hashes of a `previous_response_id` continuation: its list starts with the
-    previous user text and answer (never stored again), named here by the conversation
-    node the previous answer ended at, so the reconciler appends after it (the key's
-    newest) or forks there (an older one)."""
-    hashes = [f"~{origin}:0", f"~{origin}:1", tip]
-    for message in messages[2:]:
-        hashes.append(chain(hashes[-1], message))
-    return tuple(hashes)
 
 
 @router.get("/responses/{response_id}", response_model=None)
