@@ -24,6 +24,7 @@ from sessiongate.cli.common import (
 )
 from sessiongate.cli.maintenance import backup, gc, restore
 from sessiongate.cli.mcp import mcp_app
+from sessiongate.cli.migrate import migrate
 from sessiongate.cli.notes import notes_app
 from sessiongate.config import Settings, cross_check
 from sessiongate.config.database import redact_url
@@ -392,6 +393,7 @@ def sessions_import(
 app.command("gc")(gc)
 app.command("backup")(backup)
 app.command("restore")(restore)
+app.command("migrate")(migrate)
 
 
 if __name__ == "__main__":

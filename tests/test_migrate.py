@@ -1,0 +1,271 @@
+"""`sessiongate migrate --to postgresql://…` (issue 23): a SQLite gateway's database, filled
+through the real gateway, copied into an empty PostgreSQL database with every table's
+count and checksum verified; a database that is not empty refused; the copy then served
+by two `sessiongate serve` processes, each reading the old chains and seeing what the
+other writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from sessiongate.cli.main import app
+from sessiongate.service.migrate import ChecksumMismatch, migrate
+from sessiongate.store.migration_rows import copy_order
+from tests.support import pg
+from tests.support.gateway import gateway_settings, run_sync, running_gateway
+from tests.support.helpers import ScriptedModel
+from tests.support.served import CLI, Served, free_port, relay_model, serve_process, wait_healthy
+
+#: Tables the filled database must hold rows in (the copy is checked for each).
+FILLED = (
+    "users",
+    "api_keys",
+    "session_keys",
+    "segments",
+    "messages",
+    "rotations",
+    "notes",
+    "note_chunks",
+    "notes_versions",
+    "tasks",
+    "artifacts",
+    "idempotency_keys",
+    "conversation_nodes",
+    "conversation_heads",
+)
+
+
+@dataclass(frozen=True)
+class Filled:
+    database: Path
+    data_dir: Path
+    keys: dict[str, str]
+    #: (user, key) → the key's export as the SQLite gateway gave it
+    exports: dict[tuple[str, str], str]
+
+
+@contextmanager
+def empty_postgres() -> Iterator[str]:
+    """A fresh database's URL (tests/support/pg.py's, made and dropped outside any event
+    loop the test runs); dropped afterwards."""
+    server = pg.server_url()
+    name = f"sg_test_{uuid.uuid4().hex[:16]}"
+
+    async def create() -> None:
+        admin = await asyncpg.connect(server)
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+
+    asyncio.run(create())
+    try:
+        yield pg.with_database(server, name)
+    finally:
+        asyncio.run(pg._drop(server, name))
+
+
+def turn(client: httpx.Client, key: str, text: str, **headers: str) -> None:
+    answer = client.post(
+        f"/v1/sessions/{key}/messages", json={"content": text, "stream": False}, headers=headers
+    )
+    assert answer.status_code == 200, answer.text
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
+    data = tmp_path_factory.mktemp("sqlite")
+    settings = gateway_settings(data)
+    with running_gateway(settings, {"scripted": ScriptedModel()}) as gw:
+        alice = httpx.Client(base_url=gw.url, headers=gw.auth("alice"), timeout=30)
+        bob = httpx.Client(base_url=gw.url, headers=gw.auth("bob"), timeout=30)
+        turn(alice, "chain", "first, with an idempotency key", **{"Idempotency-Key": "idem-1"})
+        turn(alice, "chain", "second")
+        for n in range(3):  # three rotations: three archived segments, then the latest
+            assert alice.post("/v1/sessions/chain/new").status_code == 200
+            turn(alice, "chain", f"after rotation {n}")
+        turn(alice, "other", "another key")
+        assert alice.post("/v1/sessions/other/new").status_code == 200
+        turn(bob, "bobs", "bob's own key")
+        call = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_w",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        }
+        tools = [{"type": "function", "function": {"name": "weather", "parameters": {}}}]
+        question = {"role": "user", "content": "weather in Paris?"}
+        result = {"role": "tool", "tool_call_id": "call_w", "content": "sunny"}
+        for messages in ([question], [question, call, result]):
+            answer = alice.post(
+                "/v1/chat/completions",
+                json={"model": "main", "messages": messages, "tools": tools},
+                headers={"X-Session-Key": "tools"},
+            )
+            assert answer.status_code == 200, answer.text
+        note = {"content": "The boiler is serviced in May.\n\nKeep the receipt.", "title": "home"}
+        assert alice.post("/v1/notes", json=note).status_code == 201
+        task = {"title": "book the boiler service", "due": "2026-05-01"}
+        assert alice.post("/v1/tasks", json=task).status_code == 201
+        assert gw.engine.artifacts is not None
+        run_sync(gw.engine.artifacts.save("alice", b"\x89PNG fake", "image/png", key="chain"))
+        exports = {
+            (user, key): client.get(f"/v1/sessions/{key}/export").text
+            for user, client, key in (
+                ("alice", alice, "chain"),
+                ("alice", alice, "other"),
+                ("alice", alice, "tools"),
+                ("bob", bob, "bobs"),
+            )
+        }
+        alice.close()
+        bob.close()
+        return Filled(gw.sqlite_file, data, dict(gw.keys), exports)
+
+
+def test_the_copy_order_puts_every_table_after_those_it_references() -> None:
+    order = copy_order(
+        ["api_keys", "compactions", "messages", "segments", "session_keys", "users"],
+        [
+            ("api_keys", "users", False),
+            ("compactions", "segments", False),
+            ("messages", "segments", False),
+            ("segments", "session_keys", True),
+            ("session_keys", "segments", True),
+        ],
+    )
+    assert order.index("users") < order.index("api_keys")
+    assert order[order.index("session_keys") : order.index("session_keys") + 3] == [
+        "session_keys",
+        "segments",
+        "messages",
+    ]
+    assert order.index("messages") < order.index("compactions")
+    with pytest.raises(ValueError, match="cycle"):
+        copy_order(["a", "b"], [("a", "b", False), ("b", "a", False)])
+
+
+def test_migrate_copies_every_table_and_verifies_it(filled: Filled) -> None:
+    with empty_postgres() as url:
+        result = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        table = {line.split("\t")[0]: line.split("\t") for line in lines[1:] if "\t" in line}
+        for name in FILLED:
+            assert table[name][3] == "yes" and int(table[name][1]) > 0, (name, table.get(name))
+        assert "copied messages:" in result.stderr  # plain progress lines off a terminal
+        assert "every table's row count and checksum agree" in result.stdout
+
+        async def inspect() -> tuple[int, int, int, int]:
+            pg = await asyncpg.connect(url)
+            try:
+                indexed = await pg.fetchval("SELECT count(*) FROM message_search")
+                archived = await pg.fetchval(
+                    "SELECT count(*) FROM messages m JOIN segments s"
+                    " ON s.session_id = m.segment_id WHERE s.archived_at IS NOT NULL"
+                )
+                top = await pg.fetchval("SELECT max(id) FROM messages")
+                next_id = await pg.fetchval(
+                    "SELECT nextval(pg_get_serial_sequence('messages', 'id'))"
+                )
+                return indexed, archived, top, next_id
+            finally:
+                await pg.close()
+
+        indexed, archived, top, next_id = asyncio.run(inspect())
+        assert indexed == archived > 0  # the archive trigger indexed the archived segments
+        assert next_id > top  # new messages get new ids
+
+
+def test_a_target_that_is_not_empty_is_refused(filled: Filled) -> None:
+    with empty_postgres() as url:
+        first = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
+        assert first.exit_code == 0, first.output
+        again = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
+        assert again.exit_code == 3
+        assert "not empty" in again.stderr and "schema_migrations" in again.stderr
+
+
+def test_a_copy_that_differs_is_not_committed(
+    filled: Filled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversion that loses something shows in the checksum, and nothing stays."""
+    import sessiongate.service.migrate_chain as chain
+    from sessiongate.store.migration_rows import to_postgres as real
+
+    monkeypatch.setattr(
+        chain,
+        "to_postgres",
+        lambda kind, value: (
+            (value + "!") if kind == "text" and value == "second" else real(kind, value)
+        ),
+    )
+    with empty_postgres() as url:
+        with pytest.raises(ChecksumMismatch, match="messages"):
+            asyncio.run(migrate(filled.database, url))
+
+        async def left() -> bool:
+            pg = await asyncpg.connect(url)
+            try:
+                return bool(await pg.fetchval("SELECT to_regclass('schema_migrations') IS NULL"))
+            finally:
+                await pg.close()
+
+        assert asyncio.run(left())  # rolled back: the target is as empty as it was
+
+
+def test_two_gateways_serve_the_migrated_database(filled: Filled, tmp_path: Path) -> None:
+    with empty_postgres() as url:
+        result = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
+        assert result.exit_code == 0, result.output
+        with (
+            serving(tmp_path / "one", url, filled) as one,
+            serving(tmp_path / "two", url, filled) as two,
+        ):
+            for gateway in (one, two):
+                for (user, key), export in filled.exports.items():
+                    got = gateway.client(user).get(f"/v1/sessions/{key}/export")
+                    assert got.status_code == 200 and got.text == export, (gateway.url, key)
+            turn(one.client("alice"), "chain", "continued on gateway one")
+            latest = two.client("alice").get("/v1/sessions/chain").json()["latest"]["session_id"]
+            page = two.client("alice").get(f"/v1/sessions/chain/segments/{latest}/messages")
+            assert page.status_code == 200, page.text
+            contents = json.dumps(page.json())
+            assert "continued on gateway one" in contents
+
+
+@contextmanager
+def serving(directory: Path, url: str, filled: Filled) -> Iterator[Served]:
+    directory.mkdir()
+    port = free_port()
+    config = directory / "sg.toml"
+    config.write_text(
+        f"data_dir = {json.dumps(str(filled.data_dir))}\n"
+        f"{relay_model(directory, 'scripted')}"
+        '[agents.defaults]\nmodel = "scripted"\n'
+        f"[database]\nurl = {json.dumps(url)}\npool_size = 3\n"
+        f"[server]\nport = {port}\n"
+        '[lifecycle]\ntimezone = "UTC"\n',
+        encoding="utf-8",
+    )
+    log = directory / "serve.log"
+    with serve_process([*CLI, "serve", "--config", str(config)], log) as proc:
+        served = Served(f"http://127.0.0.1:{port}", config, log, proc, filled.keys)
+        wait_healthy(served)
+        yield served
