@@ -132,3 +132,20 @@ def test_context_overflow_answers_are_recognised() -> None:
     assert is_context_overflow("prompt is too long: 210000 tokens > 200000 maximum")
     assert status_failure(400, {}, "unknown field 'foo'").error.code == "model_bad_request"
     assert not is_context_overflow("rate limited")
+
+
+def test_a_summary_fits_the_summary_models_window_when_it_is_smaller() -> None:
+    settings = Settings(
+        models={
+            "big": ModelConfig(provider="openai", model="gpt-4o"),
+            "small": ModelConfig(provider="openai", model="x", context_window=4096),
+        },
+        agents={
+            "main": AgentConfig(model="big", control_model="small"),
+            "own": AgentConfig(model="small", context=WorkingSetConfig(summary_model="big")),
+        },
+    )
+    profiles = build_profiles(settings)
+    assert profiles["main"].context_budget == 128_000 - 4096
+    assert profiles["main"].summary_budget == 3072  # the control model summarises
+    assert profiles["own"].summary_budget == profiles["own"].context_budget == 3072

@@ -16,7 +16,7 @@ from sessiongate.core.agent_access import agent_models
 from sessiongate.core.context import DEFAULT_MAX_TOOL_RESULT_CHARS, ContextFile
 from sessiongate.core.working_set import DEFAULT_POLICY, WorkingSetPolicy
 from sessiongate.errors import NotFound
-from sessiongate.service.budgets import agent_budget, working_set_policy
+from sessiongate.service.budgets import agent_budget, summary_budget, working_set_policy
 
 DEFAULT_AGENT = "main"
 DEFAULTS_SECTION = "defaults"
@@ -74,6 +74,8 @@ class AgentProfile:
     #: model has a window, as the offline stand-in).
     working_set: WorkingSetPolicy = DEFAULT_POLICY
     context_budget: int | None = None
+    #: What one summary request may hold (the summary model's window, when smaller).
+    summary_budget: int | None = None
 
     @property
     def listed_models(self) -> frozenset[str]:
@@ -142,7 +144,8 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
             users=None if cfg.users is None else tuple(cfg.users),
             models=tuple(cfg.models or ()),
             working_set=policy,
-            context_budget=agent_budget(settings.models, cfg, policy),
+            context_budget=(budget := agent_budget(settings.models, cfg, policy)),
+            summary_budget=summary_budget(settings.models, cfg, policy, budget),
         )
     return profiles
 

@@ -63,6 +63,21 @@ def agent_budget(
     return min(budgets) if budgets else None
 
 
+def summary_budget(
+    models: Mapping[str, ModelConfig],
+    agent: AgentConfig,
+    policy: WorkingSetPolicy,
+    context_budget: int | None,
+) -> int | None:
+    """What one summary request may hold: the agent's budget, or the summary model's
+    (`summary_model`, else the control model, else the reply model) when smaller."""
+    name = policy.summary_model or agent.control_model or agent.model or "offline"
+    own = model_budget(name, models, policy.reserve_tokens)
+    if own is None or context_budget is None:
+        return context_budget if own is None else own
+    return min(own, context_budget)
+
+
 class TokenCalibration:
     """Per model, the ratio of the provider's reported prompt tokens to the estimate
     (1.0 until a provider reports; bounded 0.5 to 2). In memory, per process."""

@@ -237,6 +237,7 @@ class Compactor:
         # folds and its instructions, corrected as a turn's context is (the reserve is
         # kept for its answer).
         name = agent.working_set.summary_model or agent.control_model or agent.reply_model
+        budget = min(budget, agent.summary_budget or budget)
         ratio = self.calibration.ratio(name) if self.calibration is not None else 1.0
         folded = estimate_tokens(previous.summary) if previous is not None else 0
         working = select(
