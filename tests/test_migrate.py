@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,12 @@ from typer.testing import CliRunner
 
 from sessiongate.cli.main import app
 from sessiongate.service.migrate import ChecksumMismatch, migrate
-from sessiongate.store.migration_rows import copy_order
+from sessiongate.store.migration_rows import (
+    copy_order,
+    postgres_canonical,
+    sqlite_canonical,
+    to_postgres,
+)
 from tests.support import pg
 from tests.support.gateway import gateway_settings, run_sync, running_gateway
 from tests.support.helpers import ScriptedModel
@@ -136,7 +142,25 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
         }
         alice.close()
         bob.close()
-        return Filled(gw.sqlite_file, data, dict(gw.keys), exports)
+        # The documented path: a backup made while the gateway serves, then migrated.
+        backup = data / "backup.db"
+        made = subprocess.run(
+            [*CLI, "backup", str(backup), "--config", str(config_for(data))],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert made.returncode == 0, made.stderr
+        with httpx.Client(base_url=gw.url, headers=gw.auth("bob"), timeout=30) as late:
+            turn(late, "late", "written after the backup")
+    return Filled(backup, data, dict(gw.keys), exports)
+
+
+def config_for(data: Path) -> Path:
+    config = data / "sg.toml"
+    config.write_text(f"data_dir = {json.dumps(str(data))}\n", encoding="utf-8")
+    return config
 
 
 def test_the_copy_order_puts_every_table_after_those_it_references() -> None:
@@ -195,11 +219,44 @@ def test_migrate_copies_every_table_and_verifies_it(filled: Filled) -> None:
 
 def test_a_target_that_is_not_empty_is_refused(filled: Filled) -> None:
     with empty_postgres() as url:
-        first = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
+        # The configured database itself (no --from): the gateway's file, `late` included.
+        config = str(config_for(filled.data_dir))
+        first = CliRunner().invoke(app, ["migrate", "--to", url, "--config", config])
         assert first.exit_code == 0, first.output
+        assert "\nsession_keys\t5\t" in first.stdout  # the backup has 4 keys, the file 5
         again = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
         assert again.exit_code == 3
         assert "not empty" in again.stderr and "schema_migrations" in again.stderr
+        not_postgres = CliRunner().invoke(app, ["migrate", "--to", "sqlite:///x.db"])
+        assert not_postgres.exit_code == 2 and "PostgreSQL URL" in not_postgres.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "stored"),
+    [
+        ("time", 1_780_000_000_123_456),
+        ("date", "2026-05-01"),
+        ("bool", 1),
+        ("bool", 0),
+        ("json", '{"b":1, "a":[2]}'),
+        ("jsonb", '{"b":1,"a":[2]}'),
+        ("text_array", '["p1","p2"]'),
+        ("bytes", b"\x00\x80\x3f\xff"),
+        ("float", 0.1),
+        ("int", 2**62),
+        ("text", "naïve ☕"),
+    ],
+)
+def test_a_value_comes_back_from_postgresql_as_it_was(kind: str, stored: object) -> None:
+    """Each kind's way there (the writers' conversion) and back (the readers') meet."""
+    there = to_postgres(kind, stored)
+    assert postgres_canonical(kind, there) == sqlite_canonical(kind, stored)
+    assert postgres_canonical(kind, None) is None and to_postgres(kind, None) is None
+
+
+def test_a_time_that_lost_its_microseconds_does_not_match() -> None:
+    there = to_postgres("time", 1_780_000_000_123_456).replace(microsecond=0)
+    assert postgres_canonical("time", there) != sqlite_canonical("time", 1_780_000_000_123_456)
 
 
 def test_a_copy_that_differs_is_not_committed(
