@@ -145,6 +145,34 @@ async def test_only_the_first_segment_may_say_first(engine: Engine, clock: Manua
     assert await engine.store.get_key(REF) is None
 
 
+async def test_a_set_title_travels_with_the_export_and_older_exports_have_none(
+    engine: Engine, clock: ManualClock
+) -> None:
+    await build_history(engine, clock)
+    await engine.sessions.set_title(KEY, ALICE, "  Animals by the river ")
+    lines = list(await engine.sessions.export(KEY, ALICE))
+    assert json.loads(lines[0])["title"] == "Animals by the river"
+    await engine.sessions.delete(KEY, ALICE)
+    await engine.sessions.import_chain(lines, ALICE)
+    assert (await engine.sessions.show(KEY, ALICE)).title == "Animals by the river"
+
+    # An export from before titles: no `title` in its header, the automatic title after.
+    await engine.sessions.delete(KEY, ALICE)
+    header = json.loads(lines[0])
+    del header["title"]
+    await engine.sessions.import_chain([json.dumps(header), *lines[1:]], ALICE)
+    view = await engine.sessions.show(KEY, ALICE)
+    assert view.key.title is None and view.title == "first segment about otters"
+    assert json.loads((await engine.sessions.export(KEY, ALICE))[0])["title"] is None
+
+    await engine.sessions.delete(KEY, ALICE)
+    for bad in ("", "two\nlines", "x" * 201, 7):
+        with pytest.raises(ImportFormatError) as info:
+            await engine.sessions.import_chain(mutate(lines, 0, title=bad), ALICE)
+        assert info.value.line == 1 and "title" in info.value.message
+    assert await engine.store.get_key(REF) is None
+
+
 async def test_invalid_utf8_line_is_rejected(engine: Engine, clock: ManualClock) -> None:
     lines = [line.encode() for line in await build_history(engine, clock)]
     await engine.sessions.delete(KEY, ALICE)

@@ -381,6 +381,41 @@ async def test_recall_never_finds_what_the_offline_stand_in_said(
 # -- listing, overrides, erasure -----------------------------------------------------------
 
 
+async def test_a_key_is_titled_by_its_first_user_message_until_one_is_set(
+    store: Store, ids: IdGenerator
+) -> None:
+    _, s1 = await store.create_key(K, ids.new(), NOW)
+    [listed] = await store.list_keys("alice")
+    assert listed.title is None  # nothing said yet
+    await store.append_message(s1.session_id, role=Role.ASSISTANT, content="Hello!", now=NOW)
+    await say(store, s1, "  Where do the\n otters sleep   at night?  ")
+    await say(store, s1, "and in winter?")
+    s2 = await rotate(store, ids, K)
+    await say(store, s2, "something else entirely")
+    [listed] = await store.list_keys("alice")
+    assert listed.title == "Where do the otters sleep at night?"  # the chain's first
+    assert (await store.get_key(K)).title is None  # type: ignore[union-attr]
+
+    record = await store.set_title(K, "Otters, at night")
+    assert record.title == "Otters, at night"
+    assert (await store.get_key(K)).title == "Otters, at night"  # type: ignore[union-attr]
+    [listed] = await store.list_keys("alice")
+    assert listed.title == "Otters, at night"
+    assert (await store.set_title(K, None)).title is None
+    [listed] = await store.list_keys("alice")
+    assert listed.title == "Where do the otters sleep at night?"
+    with pytest.raises(SessionNotFound):
+        await store.set_title(NOBODY, "x")
+
+    long_key = alice("long")
+    _, s3 = await store.create_key(long_key, ids.new(), NOW)
+    await say(store, s3, "word " * 2000)
+    listed_long = [k for k in await store.list_keys("alice") if k.key == "long"]
+    # Cut on a word boundary within 60 characters, the ellipsis included.
+    assert listed_long[0].title == ("word " * 12).strip() + "\u2026"
+    assert len(listed_long[0].title) == 60
+
+
 async def test_list_and_count_keys(store: Store, ids: IdGenerator) -> None:
     assert await store.count_keys() == 0
     for ref in (alice("b"), bob("A"), alice("B"), alice("a")):

@@ -25,6 +25,7 @@ from sessiongate.api.schemas import (
 )
 from sessiongate.api.turns import run_http_turn
 from sessiongate.core.attachments import ImageAttachment
+from sessiongate.core.titles import validate_title
 from sessiongate.errors import InvalidInput
 from sessiongate.service.engine import Engine
 from sessiongate.service.idempotency import idempotent_request
@@ -204,6 +205,7 @@ async def list_sessions(
                 "segment_count": k.segment_count,
                 "message_count": k.message_count,
                 "last_activity_at": iso(k.last_activity_at),
+                "title": k.title,
             }
             for k in page.keys
         ],
@@ -224,6 +226,7 @@ async def show_session(
         "segments": [segment_json(s) for s in view.segments],
         "rotations": [rotation_json(r) for r in view.rotations],
         "overrides": view.key.overrides,
+        "title": view.title,
     }
 
 
@@ -271,10 +274,16 @@ async def patch_session(
         raise InvalidInput("nothing to change", code="invalid_request")
     engine = engine_of(request)
     caller = caller_for(user)
-    if engine.turns.access is not None:
-        await engine.turns.access.check_overrides(caller, changes)
-    record = await engine.sessions.set_overrides(key, caller, changes)
-    return {"key": record.key, "overrides": record.overrides}
+    retitle = "title" in changes
+    title = validate_title(changes.pop("title", None))  # checked before anything changes
+    if changes:
+        if engine.turns.access is not None:
+            await engine.turns.access.check_overrides(caller, changes)
+        await engine.sessions.set_overrides(key, caller, changes)
+    if retitle:
+        await engine.sessions.set_title(key, caller, title)
+    view = await engine.sessions.show(key, caller)
+    return {"key": view.key.key, "overrides": view.key.overrides, "title": view.title}
 
 
 @router.get("/sessions/{key}/export")

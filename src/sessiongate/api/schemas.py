@@ -77,6 +77,8 @@ class LifecycleOverrideBody(_Body):
 
 
 class PatchBody(_Body):
+    #: The conversation's title (core/titles.py checks it); null: the automatic one.
+    title: str | None = None
     control_model: str | None = Field(None, max_length=200)
     reply_model: str | None = Field(None, max_length=200)
     lifecycle: LifecycleOverrideBody | None = None

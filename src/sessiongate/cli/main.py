@@ -273,7 +273,7 @@ ListOwnerOption = Annotated[
 @sessions_app.command("list")
 def sessions_list(config: ConfigOption = None, owner: ListOwnerOption = None) -> None:
     """Every session key (read page by page, by owner then name): latest segment, segment
-    and message counts, last activity."""
+    and message counts, last activity, title."""
 
     async def every_key(engine: Engine) -> list[KeySummary]:
         return [k async for k in engine.sessions.every_key(OPERATOR, owner=owner)]
@@ -288,10 +288,11 @@ def sessions_list(config: ConfigOption = None, owner: ListOwnerOption = None) ->
             str(k.segment_count),
             str(k.message_count),
             k.last_activity_at.isoformat(timespec="seconds"),
+            k.title or "",
         )
         for k in keys
     ]
-    print_table(columns, rows)
+    print_table((*columns, "title"), rows)
 
 
 OwnerOption = Annotated[
@@ -328,6 +329,8 @@ def sessions_show(key: str, config: ConfigOption = None, owner: OwnerOption = No
         f"[bold]{view.key.key}[/bold] owned by {view.key.owner}; latest {view.latest.session_id}",
         soft_wrap=True,
     )
+    if view.title:
+        console.print(f"title: {view.title}", soft_wrap=True, markup=False, highlight=False)
     rows = [
         (
             segment.session_id,

@@ -122,6 +122,9 @@ class SessionKeyRecord:
     created_at: datetime
     overrides: dict[str, Any]
     last_semantic_rotation_at: datetime | None
+    #: The title its user set (`PATCH /v1/sessions/{key}`); None: the automatic one
+    #: (core/titles.py).
+    title: str | None = None
 
     @property
     def ref(self) -> KeyRef:
@@ -136,6 +139,8 @@ class KeySummary:
     segment_count: int
     message_count: int
     last_activity_at: datetime
+    #: The title set, else the automatic one (core/titles.py); None: no user message yet.
+    title: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from sessiongate.core.segments import (
     SessionKeyRecord,
 )
 from sessiongate.core.session_caps import SessionCaps
+from sessiongate.core.titles import validate_title
 from sessiongate.core.users import Caller
 from sessiongate.errors import (
     InvalidInput,
@@ -52,6 +53,7 @@ from sessiongate.service.overrides import (
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
 from sessiongate.service.session_exchange import ChainExchange
 from sessiongate.service.thread_cache import ThreadCache
+from sessiongate.service.titles import title_of
 from sessiongate.store.base import Store
 from sessiongate.store.locks import KeyLocks
 
@@ -73,6 +75,8 @@ class ChainView:
     latest: Segment
     segments: list[Segment]
     rotations: list[RotationRecord]
+    #: The title set, else the automatic one (core/titles.py).
+    title: str | None = None
 
 
 class SessionService(ChainExchange):
@@ -148,6 +152,16 @@ class SessionService(ChainExchange):
             merged = merge_overrides(record.overrides, changes)
             cleaned = validate_overrides(merged, self.policy, self.override_targets)
             return await self.store.set_overrides(ref, cleaned)
+
+    async def set_title(self, key: str, caller: Caller, title: object) -> str | None:
+        """Name the key's conversation (None: back to the automatic title); returns the
+        title it has now. A bad title (`invalid_title`) changes nothing."""
+        cleaned = validate_title(title)
+        ref = caller.key(key, write=True)
+        async with self.locks.hold(ref):
+            await self.existing(ref)
+            record = await self.store.set_title(ref, cleaned)
+        return await title_of(self.store, record)
 
     def _key_changed_elsewhere(self, ref: KeyRef | None) -> None:
         if ref is None:
@@ -333,7 +347,9 @@ class SessionService(ChainExchange):
         record = await self.existing(ref)
         segments = await self.store.chain(ref)
         latest = next(s for s in segments if s.session_id == record.latest_session_id)
-        return ChainView(record, latest, segments, await self.store.rotations(ref))
+        rotations = await self.store.rotations(ref)
+        title = await title_of(self.store, record, segments)
+        return ChainView(record, latest, segments, rotations, title)
 
     async def latest(self, key: str, caller: Caller, *, owner: str | None = None) -> Segment:
         ref = caller.key(key, owner=owner)

@@ -135,6 +135,11 @@ class Store(Protocol):
 
     async def set_overrides(self, key: KeyRef, overrides: dict[str, Any]) -> SessionKeyRecord: ...
 
+    async def set_title(self, key: KeyRef, title: str | None) -> SessionKeyRecord:
+        """Set the key's title (None: back to the automatic one, core/titles.py).
+        Raises SessionNotFound."""
+        ...
+
     async def delete_key(self, key: KeyRef) -> None:
         """Erase a key and its whole chain. Raises SessionNotFound."""
         ...

@@ -28,6 +28,7 @@ from sessiongate.core.segments import (
     SegmentStatus,
     SessionKeyRecord,
 )
+from sessiongate.core.titles import validate_title
 from sessiongate.core.users import validate_user_name
 from sessiongate.errors import ImportFormatError, SessionGateError
 
@@ -66,6 +67,8 @@ class _KeyLine(_Strict):
     created_at: AwareDatetime
     overrides: dict[str, Any]
     last_semantic_rotation_at: AwareDatetime | None
+    #: The title its user set (null: the automatic one); older exports have none.
+    title: str | None = None
 
 
 class _SegmentLine(_Strict):
@@ -180,6 +183,7 @@ class _ChainBuilder:
                 raise self.fail("the key header must be the first line, and only once")
             validate_session_key(line.key)
             validate_user_name(line.owner)
+            validate_title(line.title)
             _check_finite(line.overrides, self.fail)
             self.header = line
             return
@@ -309,6 +313,7 @@ class _ChainBuilder:
                 created_at=h.created_at,
                 overrides=h.overrides,
                 last_semantic_rotation_at=h.last_semantic_rotation_at,
+                title=validate_title(h.title),
             ),
             segments=segments,
             messages=self.messages,

@@ -52,6 +52,8 @@ def key_line(k: SessionKeyRecord) -> str:
             "created_at": _iso(k.created_at),
             "overrides": k.overrides,
             "last_semantic_rotation_at": _iso(k.last_semantic_rotation_at),
+            # The title its user set; null: the automatic one, made from the chain itself.
+            "title": k.title,
         }
     )
 

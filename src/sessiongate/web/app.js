@@ -21,6 +21,8 @@ import {
 import { TurnView } from "./turn.js";
 
 const STORE = { apiKey: "sg.apiKey", key: "sg.key", view: "sg.view" };
+/** The phone layout of app.css (one column, the page scrolls). */
+const PHONE = window.matchMedia("(max-width: 640px)");
 
 const state = {
   apiKey: sessionStorage.getItem(STORE.apiKey),
@@ -89,7 +91,13 @@ async function signIn(key, { quiet = false } = {}) {
     $("#sign-out").hidden = false;
     await showView(sessionStorage.getItem(STORE.view) || "chat");
     await startChat();
-    if (!$("#chat-view").hidden) $("#message").focus();
+    if (!$("#chat-view").hidden) {
+      // On a phone the page opens at its top, the key list in view (the transcript's end
+      // and the composer would scroll it away); the focus is in the message field all
+      // the same.
+      $("#message").focus({ preventScroll: PHONE.matches });
+      if (PHONE.matches) window.scrollTo(0, 0);
+    }
   } catch (error) {
     state.apiKey = null;
     sessionStorage.removeItem(STORE.apiKey);

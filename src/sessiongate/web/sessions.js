@@ -24,11 +24,14 @@ export async function loadAllSessions(api) {
   return sessions;
 }
 
-/** Keys whose name contains every word of the query, newest activity first. */
+/** Keys whose name or title contains every word of the query, newest activity first. */
 export function filterSessions(sessions, query) {
   const words = query.toLowerCase().split(/\s+/).filter(Boolean);
   return sessions
-    .filter((s) => words.every((word) => s.key.toLowerCase().includes(word)))
+    .filter((s) => {
+      const text = `${s.key} ${s.title || ""}`.toLowerCase();
+      return words.every((word) => text.includes(word));
+    })
     .sort((a, b) => String(b.last_activity_at).localeCompare(String(a.last_activity_at)));
 }
 
@@ -52,10 +55,12 @@ export function renderSessionList(list, sessions, current, onOpen) {
             "aria-current": selected ? "true" : false,
             onclick: () => onOpen(session.key),
           },
+          // The conversation's title (its first message, or the one set) above its key.
+          session.title ? el("span", { class: "title" }, session.title) : null,
           el("span", { class: "key" }, session.key),
           el(
             "span",
-            { class: "muted small" },
+            { class: "muted small stats" },
             `${session.message_count} messages · ${session.segment_count} segments · `,
             timeEl(session.last_activity_at),
           ),

@@ -52,13 +52,15 @@ async def replay_chain(
         if previous is None:
             await db.execute(
                 "INSERT INTO session_keys (key, owner, latest_session_id, created_at,"
-                " overrides, last_semantic_rotation_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                " overrides, last_semantic_rotation_at, title)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 stored,
                 k.owner,
                 seg.session_id,
                 utc(k.created_at),
                 dumps(k.overrides),
                 None if k.last_semantic_rotation_at is None else utc(k.last_semantic_rotation_at),
+                k.title,
             )
         else:
             assert previous.archived_at is not None

@@ -44,7 +44,9 @@ SEGMENT_COLUMNS = (
 )
 SEGMENT_FROM = "FROM segments s LEFT JOIN session_keys k ON k.latest_session_id = s.session_id"
 MESSAGE_COLUMNS = "segment_id, seq, role, content, status, metadata, created_at"
-KEY_COLUMNS = "key, owner, latest_session_id, created_at, overrides, last_semantic_rotation_at"
+KEY_COLUMNS = (
+    "key, owner, latest_session_id, created_at, overrides, last_semantic_rotation_at, title"
+)
 ROTATION_COLUMNS = (
     "key, from_session_id, to_session_id, reason, at, confidence, deciding_model, in_place"
 )
@@ -157,6 +159,7 @@ def key_record(row: asyncpg.Record) -> SessionKeyRecord:
         created_at=row[3],
         overrides=json.loads(row[4]),
         last_semantic_rotation_at=row[5],
+        title=row[6],
     )
 
 

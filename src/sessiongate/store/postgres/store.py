@@ -172,6 +172,17 @@ class PostgresStore(PostgresReads):
             raise SessionNotFound(f"no session with key {key.name!r}")
         return key_record(row)
 
+    async def set_title(self, key: KeyRef, title: str | None) -> SessionKeyRecord:
+        async with self.transaction(single_statement=True) as db:
+            row = await db.fetchrow(
+                f"UPDATE session_keys SET title = $1 WHERE key = $2 RETURNING {KEY_COLUMNS}",
+                title,
+                key.storage_id,
+            )
+        if row is None:
+            raise SessionNotFound(f"no session with key {key.name!r}")
+        return key_record(row)
+
     async def delete_key(self, key: KeyRef) -> None:
         stored = key.storage_id
         async with self.transaction() as db:

@@ -53,7 +53,7 @@ def replay_chain(
         if previous is None:
             db.execute(
                 "INSERT INTO session_keys (key, owner, latest_session_id, created_at,"
-                " overrides, last_semantic_rotation_at) VALUES (?, ?, ?, ?, ?, ?)",
+                " overrides, last_semantic_rotation_at, title) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     stored,
                     k.owner,
@@ -63,6 +63,7 @@ def replay_chain(
                     None
                     if k.last_semantic_rotation_at is None
                     else to_micros(k.last_semantic_rotation_at),
+                    k.title,
                 ),
             )
         else:

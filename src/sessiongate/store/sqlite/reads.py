@@ -41,7 +41,7 @@ class SQLiteReads:
     async def get_key(self, key: KeyRef) -> SessionKeyRecord | None:
         row = self._conn.execute(
             "SELECT key, owner, latest_session_id, created_at, overrides,"
-            " last_semantic_rotation_at FROM session_keys WHERE key = ?",
+            " last_semantic_rotation_at, title FROM session_keys WHERE key = ?",
             (key.storage_id,),
         ).fetchone()
         return None if row is None else key_record(row)

@@ -124,6 +124,7 @@ def key_record(row: sqlite3.Row | tuple[Any, ...]) -> SessionKeyRecord:
         created_at=from_micros(row[3]),
         overrides=json.loads(row[4]),
         last_semantic_rotation_at=opt_micros(row[5]),
+        title=row[6],
     )
 
 

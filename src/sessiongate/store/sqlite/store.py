@@ -235,6 +235,17 @@ class SQLiteStore(SQLiteReads):
         assert record is not None
         return record
 
+    async def set_title(self, key: KeyRef, title: str | None) -> SessionKeyRecord:
+        with self.transaction() as db:
+            cursor = db.execute(
+                "UPDATE session_keys SET title = ? WHERE key = ?", (title, key.storage_id)
+            )
+            if cursor.rowcount == 0:
+                raise SessionNotFound(f"no session with key {key.name!r}")
+        record = await self.get_key(key)
+        assert record is not None
+        return record
+
     async def delete_key(self, key: KeyRef) -> None:
         stored = key.storage_id
         with self.transaction() as db:
