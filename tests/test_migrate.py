@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,7 @@ FILLED = (
     "idempotency_keys",
     "conversation_nodes",
     "conversation_heads",
+    "compactions",
 )
 
 
@@ -92,7 +94,11 @@ def turn(client: httpx.Client, key: str, text: str, **headers: str) -> None:
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
     data = tmp_path_factory.mktemp("sqlite")
-    settings = gateway_settings(data)
+    settings = gateway_settings(
+        data,
+        notes={"embeddings": "builtin"},  # the chunks get vectors (float32 blobs)
+        models={"scripted": {"provider": "command", "command": ["true"], "context_window": 2000}},
+    )
     with running_gateway(settings, {"scripted": ScriptedModel()}) as gw:
         alice = httpx.Client(base_url=gw.url, headers=gw.auth("alice"), timeout=30)
         bob = httpx.Client(base_url=gw.url, headers=gw.auth("bob"), timeout=30)
@@ -125,6 +131,10 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
                 headers={"X-Session-Key": "tools"},
             )
             assert answer.status_code == 200, answer.text
+        for n in range(8):  # a thread long enough to compact: a compaction record
+            turn(alice, "long", f"turn {n} " + "words " * 60)
+        compacted = alice.post("/v1/sessions/long/compact", json={})
+        assert compacted.status_code == 200, compacted.text
         note = {"content": "The boiler is serviced in May.\n\nKeep the receipt.", "title": "home"}
         assert alice.post("/v1/notes", json=note).status_code == 201
         task = {"title": "book the boiler service", "due": "2026-05-01"}
@@ -137,6 +147,7 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
                 ("alice", alice, "chain"),
                 ("alice", alice, "other"),
                 ("alice", alice, "tools"),
+                ("alice", alice, "long"),
                 ("bob", bob, "bobs"),
             )
         }
@@ -204,6 +215,10 @@ def test_migrate_copies_every_table_and_verifies_it(filled: Filled) -> None:
                     "SELECT count(*) FROM messages m JOIN segments s"
                     " ON s.session_id = m.segment_id WHERE s.archived_at IS NOT NULL"
                 )
+                vectors = await pg.fetchval(
+                    "SELECT count(*) FROM note_chunks WHERE length(embedding) > 0"
+                )
+                assert vectors > 0
                 top = await pg.fetchval("SELECT max(id) FROM messages")
                 next_id = await pg.fetchval(
                     "SELECT nextval(pg_get_serial_sequence('messages', 'id'))"
@@ -223,7 +238,9 @@ def test_a_target_that_is_not_empty_is_refused(filled: Filled) -> None:
         config = str(config_for(filled.data_dir))
         first = CliRunner().invoke(app, ["migrate", "--to", url, "--config", config])
         assert first.exit_code == 0, first.output
-        assert "\nsession_keys\t5\t" in first.stdout  # the backup has 4 keys, the file 5
+        with closing(sqlite3.connect(filled.database)) as backup:
+            in_backup = backup.execute("SELECT count(*) FROM session_keys").fetchone()[0]
+        assert f"\nsession_keys\t{in_backup + 1}\t" in first.stdout  # `late` is not in it
         again = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
         assert again.exit_code == 3
         assert "not empty" in again.stderr and "schema_migrations" in again.stderr
