@@ -317,6 +317,13 @@ def test_two_gateways_serve_the_migrated_database(filled: Filled, tmp_path: Path
                     got = gateway.client(user).get(f"/v1/sessions/{key}/export")
                     assert got.status_code == 200 and got.text == export, (gateway.url, key)
             turn(one.client("alice"), "chain", "continued on gateway one")
+            rotated = two.client("bob").post("/v1/sessions/bobs/new")  # a new rotation id
+            assert rotated.status_code == 200, rotated.text
+            turn(two.client("bob"), "bobs", "after the move")
+            bobs = one.client("bob").get("/v1/sessions/bobs/export").text
+            assert "after the move" in bobs and bobs.startswith(
+                filled.exports[("bob", "bobs")][:40]
+            )
             latest = two.client("alice").get("/v1/sessions/chain").json()["latest"]["session_id"]
             page = two.client("alice").get(f"/v1/sessions/chain/segments/{latest}/messages")
             assert page.status_code == 200, page.text

@@ -293,6 +293,9 @@ async def migrate(source: Path, url: str, progress: Progress | None = None) -> M
             domain = translate(exc)
             detail = domain.args[0] if domain is not None else str(exc)
             raise MigrateError(f"PostgreSQL refused the copy of {current}: {detail}") from None
+        except (ValueError, TypeError, asyncpg.InterfaceError) as exc:
+            # A SQLite value its column's type cannot hold (SQLite stores any value anywhere).
+            raise MigrateError(f"a value in {current} cannot be converted: {exc}") from None
         finally:
             await pg.close()
     finally:

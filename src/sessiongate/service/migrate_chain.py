@@ -47,10 +47,10 @@ async def copy_rows(
     params: Sequence[Any],
     progress: Progress,
 ) -> None:
-    """Every row of `plan.name` matching `where`, in rowid order, in batches."""
+    """Every row of `plan.name` matching `where`, in primary-key order, in batches."""
     cursor = src.execute(
         f"SELECT {', '.join(q(c) for c in plan.columns)} FROM {q(plan.name)}"
-        f" {where} ORDER BY rowid",
+        f" {where} ORDER BY {', '.join(q(c) for c in plan.order_by)}",
         params,
     )
     while batch := cursor.fetchmany(BATCH):
