@@ -22,9 +22,10 @@ from sessiongate.store.sqlite.rows import from_micros, to_micros
 
 #: SQLite tables that hold only what SQLite's triggers derive; PostgreSQL derives its own.
 SQLITE_DERIVED_TABLES = frozenset({"schema_migrations", "notes_totals"})
-#: SQLite columns PostgreSQL does not keep: (table, column) → why.
+#: SQLite columns (table, column) PostgreSQL does not keep: notes_versions.chunks is a
+#: count SQLite's triggers keep; PostgreSQL counts the chunks when asked.
 SQLITE_DERIVED_COLUMNS = frozenset({("notes_versions", "chunks")})
-#: The key chain: copied by replaying it (services/migrate_chain), so the guards hold.
+#: The key chains: copied by replaying them (service/migrate_chain.py), so the guards hold.
 CHAIN_TABLES = ("session_keys", "segments", "messages")
 
 #: PostgreSQL type (pg_type.typname) → the kind of value a column holds.
@@ -61,9 +62,9 @@ def column_kind(table: str, column: str, pg_type: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TablePlan:
-    """One table to copy: the columns both sides have (SQLite's order), their kinds, the
-    primary key (the checksum's order), and whether PostgreSQL needs OVERRIDING SYSTEM
-    VALUE (an identity column given its SQLite value)."""
+    """One table to copy: the columns both sides have (SQLite's order; PostgreSQL's
+    generated columns left out), their kinds, and the primary key (the order of the copy
+    and of the checksum; every column when there is none)."""
 
     name: str
     columns: tuple[str, ...]
