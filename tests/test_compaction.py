@@ -17,6 +17,7 @@ import pytest
 
 from sessiongate.config import Settings
 from sessiongate.core.keys import KeyRef
+from sessiongate.core.segments import Role
 from sessiongate.core.summary_prompt import parse_compact_command
 from sessiongate.core.working_set import CompactionRecord
 from sessiongate.models.base import NO_OPTIONS, ModelChunk, ModelOptions, TextDelta, WireMessage
@@ -373,3 +374,55 @@ async def test_a_turn_that_would_trim_waits_for_the_running_compaction_and_says_
         model.release.set()
         await gw.aclose()
     assert "waited" in statuses
+
+
+async def test_compactions_never_end_inside_a_tool_step(tmp_path: Path) -> None:
+    # Tool steps stored in the thread (as an agent with tools leaves them): every record
+    # ends on a unit's last message, and no request holds a result without its call.
+    async with WindowStub(WINDOW, reply="a summary") as stub:
+        gw = engine_with(tmp_path, stub.url, context={"keep_recent": 3})
+        ref = KeyRef("alice", "chat:alice")
+        try:
+            for turn in range(16):
+                assert types(await collect(gw, f"turn {turn}: {PARAGRAPH[:200]}"))[-1] == "end"
+                segment = await gw.store.latest_segment(ref)
+                now = gw.sessions.clock.now()
+                ids = [f"call-{turn}-{k}" for k in range(2)]
+                calls = [{"id": i, "name": "lookup", "arguments": "{}"} for i in ids]
+                await gw.sessions.append_message(
+                    ref,
+                    segment.session_id,
+                    role=Role.ASSISTANT,
+                    content="",
+                    now=now,
+                    metadata={"tool_calls": calls},
+                )
+                for call_id in ids:
+                    await gw.sessions.append_message(
+                        ref,
+                        segment.session_id,
+                        role=Role.TOOL,
+                        content="r" * 300,
+                        now=now,
+                        metadata={"tool_call_id": call_id},
+                    )
+                await gw.turns.drain()
+            segment = await gw.store.latest_segment(ref)
+            messages = await gw.store.list_messages(segment.session_id, limit=1000)
+            rows = compaction_store(gw.store)
+            assert rows is not None
+            records = await rows.for_segment(segment.session_id)
+        finally:
+            await gw.aclose()
+    assert records
+    role_of = {m.seq: m.role for m in messages}
+    for record in records:
+        assert role_of.get(record.last_seq + 1) is not Role.TOOL  # a step is never cut
+    for request in stub.requests:
+        pending: set[str] = set()
+        for message in (request.body or {}).get("messages", []):
+            if message["role"] == "tool":
+                assert message["tool_call_id"] in pending
+            else:
+                pending = {c["id"] for c in message.get("tool_calls") or []}
+    assert stub.overflows == 0
