@@ -251,17 +251,21 @@ def output_items(
 
 
 def usage_of(usage: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The turn's usage (chat-completions' names) in the Responses API's shape."""
+    """The turn's usage (chat-completions' names) in the Responses API's shape, with
+    `estimated: true` kept when the gateway counted it (models/base.py `Usage`)."""
     usage = usage or {}
     prompt = int(usage.get("prompt_tokens") or 0)
     completion = int(usage.get("completion_tokens") or 0)
-    return {
+    shaped: dict[str, Any] = {
         "input_tokens": prompt,
         "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": int(usage.get("total_tokens") or prompt + completion),
     }
+    if usage.get("estimated") is True:
+        shaped["estimated"] = True
+    return shaped
 
 
 def as_chat_message(output: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
