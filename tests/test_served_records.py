@@ -136,8 +136,8 @@ def test_titles_in_sessions_list_and_patch(served: tuple[Served, Path]) -> None:
     turn(gateway, "titled", QUESTION)
     with openai.OpenAI(
         base_url=gateway.url + "/v1", api_key=gateway.keys["alice"], max_retries=0
-    ) as client:
-        client.chat.completions.create(
+    ) as sdk:
+        sdk.chat.completions.create(
             model="main", messages=[{"role": "user", "content": "Which peas climb best?"}]
         )
 
@@ -197,7 +197,7 @@ def test_health_counts_a_seed_key_once_its_turn_ends_and_empty_frames_pass_quiet
         assert json.loads(ws.recv(timeout=10))["type"] == "ready"
         ws.send(json.dumps({"content": "", "device_id": "iphone"}))  # skipped, no answer
         ws.send(json.dumps({"content": "first words", "device_id": "iphone"}))
-        frames = []
+        frames: list[dict[str, Any]] = []
         while not frames or frames[-1]["type"] not in ("complete", "error"):
             frames.append(json.loads(ws.recv(timeout=30)))
         assert frames[-1]["type"] == "complete", frames
