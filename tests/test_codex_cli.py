@@ -4,9 +4,9 @@
 chat-completions model and prints its answer; the gateway keeps that session as one key;
 `codex exec resume --last` continues the same key without repeating a message.
 
-Needs the `codex` command: `npm install @openai/codex@0.171` and point
-`SESSIONGATE_TEST_CODEX` at `node_modules/.bin/codex` (or put `codex` on PATH); skipped
-otherwise."""
+Needs the `codex` command: scripts/test installs it (scripts/clients.sh, into
+.client-tools/) and points `SESSIONGATE_TEST_CODEX` at it; elsewhere put `codex` on PATH.
+Skipped, and said, only where npm is missing."""
 
 from __future__ import annotations
 
