@@ -350,3 +350,21 @@ def serving(directory: Path, url: str, filled: Filled) -> Iterator[Served]:
         served = Served(f"http://127.0.0.1:{port}", config, log, proc, filled.keys)
         wait_healthy(served)
         yield served
+
+
+def test_a_terminal_gets_a_progress_bar(filled: Filled, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    import sessiongate.cli.migrate as command
+
+    screen = io.StringIO()
+    monkeypatch.setattr(command, "console", Console(file=io.StringIO(), force_terminal=True))
+    monkeypatch.setattr(command, "errors", Console(file=screen, force_terminal=True, width=100))
+    with empty_postgres() as url:
+        result = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
+        assert result.exit_code == 0, result.output
+    drawn = screen.getvalue()
+    assert "━" in drawn and "messages" in drawn  # rich's bar, one per table
+    assert "copied messages" not in result.stderr  # the plain lines are for pipes only
