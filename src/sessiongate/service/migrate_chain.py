@@ -95,6 +95,8 @@ async def copy_chains(
         plans["messages"],
     )
     archived_at = segments_plan.columns.index("archived_at")
+    session_id_at = segments_plan.columns.index("session_id")
+    key_at = keys_plan.columns.index("key")
     latest_at = keys_plan.columns.index("latest_session_id")
     segment_ids = "WHERE session_id IN (SELECT value FROM json_each(?))"
     for n, pairs in enumerate(generations(src)):
@@ -105,7 +107,9 @@ async def copy_chains(
             (ids,),
         ).fetchall()
         records = [converted(segments_plan, r) for r in rows]
-        archive = [(r[archived_at], r[0]) for r in records if r[archived_at] is not None]
+        archive = [
+            (r[archived_at], r[session_id_at]) for r in records if r[archived_at] is not None
+        ]
         unarchived = [(*r[:archived_at], None, *r[archived_at + 1 :]) for r in records]
         await pg.copy_records_to_table(
             "segments", records=unarchived, columns=list(segments_plan.columns)
@@ -118,7 +122,7 @@ async def copy_chains(
                 " ORDER BY rowid"
             ).fetchall()
             key_records = [
-                (*c[:latest_at], first_of[c[0]], *c[latest_at + 1 :])
+                (*c[:latest_at], first_of[c[key_at]], *c[latest_at + 1 :])
                 for c in (converted(keys_plan, r) for r in key_rows)
             ]
             await pg.copy_records_to_table(
