@@ -159,15 +159,18 @@ async def fit_turn_context(
             compactions=records,
         )
 
-    fitted, working = fit(())
     own = [m.seq for m in thread if m.session_id == segment.session_id]
     # The segment's own messages before the window (after a legacy in-place clear).
     older = max(min(own) - 1 - segment.cleared_after_seq, 0) if own else 0
+    due_at = agent.working_set.compact_at * budget / ratio
+    known = compactor is not None and bool(compactor.cached(segment.session_id))
+    if not older and context.token_estimate <= due_at and not known:
+        return context  # the common case: it fits, nothing to do, nothing read
+    fitted, working = fit(())
     if compactor is None or not compactor.enabled:
         return replace(fitted, dropped_messages=fitted.dropped_messages + older)
-    known = compactor.cached(segment.session_id)
     if working.next_compaction is None and not working.trimmed and older == 0 and not known:
-        return fitted  # the common case: nothing to summarise, nothing read
+        return fitted  # nothing to summarise, nothing read
     records = await compactor.records(segment.session_id)
     if working.trimmed and compactor.running(segment.session_id):
         if await compactor.wait(segment.session_id):
