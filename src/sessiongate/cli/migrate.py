@@ -56,7 +56,8 @@ def migrate(
     """Copy the SQLite database into an empty PostgreSQL database: every table, checked by
     row counts and per-table checksums; nothing is committed unless all agree."""
     from sessiongate.config.database import redact_url
-    from sessiongate.service.migrate import MigrateError, TargetNotEmpty
+    from sessiongate.errors import SessionGateError
+    from sessiongate.service.migrate import TargetNotEmpty
     from sessiongate.service.migrate import migrate as run
 
     if not to.startswith(("postgresql://", "postgres://")):
@@ -72,7 +73,7 @@ def migrate(
             report = asyncio.run(run(path, to, _plain_lines))
     except TargetNotEmpty as exc:
         raise fail(exc.message, TARGET_NOT_EMPTY) from None
-    except MigrateError as exc:
+    except SessionGateError as exc:  # the migration's, or the migration runner's
         raise fail(exc.message) from None
     _print_report(report)
 
