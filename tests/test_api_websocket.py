@@ -275,10 +275,15 @@ async def test_null_session_id_and_device_id_mean_absent(gw: Gateway) -> None:
 
 async def test_several_bad_frames_in_a_row_then_a_turn(gw: Gateway) -> None:
     async with chat(gw, "/api/codex/ws") as (ws, _):
-        for frame in ("nope", "[]", b"\x01\x02", '{"content": ""}'):
+        for frame in ("nope", "[]", b"\x01\x02"):
             await ws.send(frame)
             assert (await recv_json(ws))["type"] == "error"
-        assert reply_of(await turn(ws, "fine", session_id="ws:many-bad")) == "reply to: fine"
+        # Empty content on a seed 001 endpoint is skipped without a word, as its server
+        # did: the next frame this socket gets is the turn's.
+        await ws.send('{"content": ""}')
+        frames = await turn(ws, "fine", session_id="ws:many-bad")
+        assert "error" not in [f["type"] for f in frames]
+        assert reply_of(frames) == "reply to: fine"
 
 
 async def test_frames_sent_back_to_back_run_one_after_another(gw: Gateway) -> None:
