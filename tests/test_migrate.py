@@ -368,3 +368,70 @@ def test_a_terminal_gets_a_progress_bar(filled: Filled, monkeypatch: pytest.Monk
     drawn = screen.getvalue()
     assert "━" in drawn and "messages" in drawn  # rich's bar, one per table
     assert "copied messages" not in result.stderr  # the plain lines are for pipes only
+
+
+def copy_of(filled: Filled, directory: Path) -> Path:
+    copy = directory / "copy.db"
+    copy.write_bytes(filled.database.read_bytes())
+    return copy
+
+
+def test_a_table_a_new_migration_adds_is_copied_too(
+    filled: Filled, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tables are found in the schema when migrate runs: one added on both sides (here
+    by a PostgreSQL migration this test adds) is copied, converted and verified."""
+    from sessiongate.store import migrations
+
+    source = copy_of(filled, tmp_path)
+    with closing(sqlite3.connect(source)) as db, db:
+        db.execute("CREATE TABLE extra (id INTEGER PRIMARY KEY, at INTEGER, flag INTEGER)")
+        db.executemany(
+            "INSERT INTO extra VALUES (?, ?, ?)", [(1, 1_780_000_000_000_001, 1), (2, None, 0)]
+        )
+    real = migrations.load_migrations
+
+    def with_extra(dialect: str) -> list[migrations.Migration]:
+        known = real(dialect)
+        if dialect == "postgres":
+            sql = "CREATE TABLE extra (id BIGINT PRIMARY KEY, at TIMESTAMPTZ, flag BOOLEAN);"
+            known.append(migrations.Migration(len(known) + 1, "extra", sql))
+        return known
+
+    monkeypatch.setattr(migrations, "load_migrations", with_extra)
+    with empty_postgres() as url:
+        report = asyncio.run(migrate(source, url))
+        extra = next(t for t in report.tables if t.name == "extra")
+        assert extra.source_rows == extra.target_rows == 2 and extra.matches
+
+        async def rows() -> list[tuple[object, ...]]:
+            pg = await asyncpg.connect(url)
+            try:
+                return [tuple(r) for r in await pg.fetch("SELECT flag FROM extra ORDER BY id")]
+            finally:
+                await pg.close()
+
+        assert asyncio.run(rows()) == [(True,), (False,)]
+
+
+def test_a_table_postgresql_lacks_or_an_older_source_is_refused(
+    filled: Filled, tmp_path: Path
+) -> None:
+    (tmp_path / "mystery").mkdir()
+    mystery = copy_of(filled, tmp_path / "mystery")
+    with closing(sqlite3.connect(mystery)) as db, db:
+        db.execute("CREATE TABLE mystery (id INTEGER PRIMARY KEY)")
+    older = copy_of(filled, tmp_path)
+    with closing(sqlite3.connect(older)) as db, db:
+        db.execute(
+            "DELETE FROM schema_migrations"
+            " WHERE version = (SELECT max(version) FROM schema_migrations)"
+        )
+    with empty_postgres() as url:
+        lacking = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(mystery)])
+        assert lacking.exit_code == 1 and "mystery" in lacking.stderr
+        behind = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(older)])
+        assert behind.exit_code == 1 and "older than this sessiongate" in behind.stderr
+        # Neither left anything behind: the target still takes a migration.
+        taken = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
+        assert taken.exit_code == 0, taken.output
