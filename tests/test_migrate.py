@@ -23,12 +23,6 @@ from typer.testing import CliRunner
 
 from sessiongate.cli.main import app
 from sessiongate.service.migrate import ChecksumMismatch, migrate
-from sessiongate.store.migration_rows import (
-    copy_order,
-    postgres_canonical,
-    sqlite_canonical,
-    to_postgres,
-)
 from tests.support import pg
 from tests.support.gateway import gateway_settings, run_sync, running_gateway
 from tests.support.helpers import ScriptedModel
@@ -174,28 +168,6 @@ def config_for(data: Path) -> Path:
     return config
 
 
-def test_the_copy_order_puts_every_table_after_those_it_references() -> None:
-    order = copy_order(
-        ["api_keys", "compactions", "messages", "segments", "session_keys", "users"],
-        [
-            ("api_keys", "users", False),
-            ("compactions", "segments", False),
-            ("messages", "segments", False),
-            ("segments", "session_keys", True),
-            ("session_keys", "segments", True),
-        ],
-    )
-    assert order.index("users") < order.index("api_keys")
-    assert order[order.index("session_keys") : order.index("session_keys") + 3] == [
-        "session_keys",
-        "segments",
-        "messages",
-    ]
-    assert order.index("messages") < order.index("compactions")
-    with pytest.raises(ValueError, match="cycle"):
-        copy_order(["a", "b"], [("a", "b", False), ("b", "a", False)])
-
-
 def test_migrate_copies_every_table_and_verifies_it(filled: Filled) -> None:
     with empty_postgres() as url:
         result = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
@@ -246,34 +218,6 @@ def test_a_target_that_is_not_empty_is_refused(filled: Filled) -> None:
         assert "not empty" in again.stderr and "schema_migrations" in again.stderr
         not_postgres = CliRunner().invoke(app, ["migrate", "--to", "sqlite:///x.db"])
         assert not_postgres.exit_code == 2 and "PostgreSQL URL" in not_postgres.stderr
-
-
-@pytest.mark.parametrize(
-    ("kind", "stored"),
-    [
-        ("time", 1_780_000_000_123_456),
-        ("date", "2026-05-01"),
-        ("bool", 1),
-        ("bool", 0),
-        ("json", '{"b":1, "a":[2]}'),
-        ("jsonb", '{"b":1,"a":[2]}'),
-        ("text_array", '["p1","p2"]'),
-        ("bytes", b"\x00\x80\x3f\xff"),
-        ("float", 0.1),
-        ("int", 2**62),
-        ("text", "naïve ☕"),
-    ],
-)
-def test_a_value_comes_back_from_postgresql_as_it_was(kind: str, stored: object) -> None:
-    """Each kind's way there (the writers' conversion) and back (the readers') meet."""
-    there = to_postgres(kind, stored)
-    assert postgres_canonical(kind, there) == sqlite_canonical(kind, stored)
-    assert postgres_canonical(kind, None) is None and to_postgres(kind, None) is None
-
-
-def test_a_time_that_lost_its_microseconds_does_not_match() -> None:
-    there = to_postgres("time", 1_780_000_000_123_456).replace(microsecond=0)
-    assert postgres_canonical("time", there) != sqlite_canonical("time", 1_780_000_000_123_456)
 
 
 def test_a_copy_that_differs_is_not_committed(
