@@ -28,6 +28,8 @@ from tests.support.gateway import gateway_settings, run_sync, running_gateway
 from tests.support.helpers import ScriptedModel
 from tests.support.served import CLI, Served, free_port, relay_model, serve_process, wait_healthy
 
+pytestmark = pytest.mark.postgres  # every test here migrates into the test server
+
 #: Tables the filled database must hold rows in (the copy is checked for each).
 FILLED = (
     "users",
