@@ -18,8 +18,14 @@ from sessiongate.core.budgets import (
     known_window,
     resolve_budget,
 )
+from sessiongate.core.events import EndEvent
 from sessiongate.service.agents import build_profiles
-from sessiongate.service.budgets import TokenCalibration, agent_budget, working_set_policy
+from sessiongate.service.budgets import (
+    TokenCalibration,
+    agent_budget,
+    observe_prompt_tokens,
+    working_set_policy,
+)
 
 
 def test_known_models_by_longest_prefix() -> None:
@@ -149,3 +155,13 @@ def test_a_summary_fits_the_summary_models_window_when_it_is_smaller() -> None:
     assert profiles["main"].context_budget == 128_000 - 4096
     assert profiles["main"].summary_budget == 3072  # the control model summarises
     assert profiles["own"].summary_budget == profiles["own"].context_budget == 3072
+
+
+def test_usage_the_gateway_estimated_teaches_the_calibration_nothing() -> None:
+    calibration = TokenCalibration()
+    estimated = EndEvent(None, 2, {"prompt_tokens": 3000, "estimated": 1})
+    observe_prompt_tokens(calibration, "m", [estimated], estimate=1000)
+    assert calibration.ratio("m") == 1.0
+    measured = EndEvent(None, 2, {"prompt_tokens": 1300})
+    observe_prompt_tokens(calibration, "m", [measured], estimate=1000)
+    assert calibration.ratio("m") > 1.0

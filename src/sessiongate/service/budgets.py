@@ -104,6 +104,8 @@ def observe_prompt_tokens(
     for event in reversed(events):
         if isinstance(event, EndEvent):
             reported = event.usage.get("prompt_tokens", 0)
-            if reported:
+            # An estimate the gateway made itself (a provider that reported nothing) says
+            # nothing about the model's tokenizer: learning from it would only echo it.
+            if reported and not event.usage.get("estimated"):
                 calibration.observe(model, estimated=estimate, reported=reported)
             return
