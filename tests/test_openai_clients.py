@@ -5,9 +5,8 @@ requests as it really sends them (headers and body), replayed with httpx."""
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -19,66 +18,13 @@ from pydantic import BaseModel
 from sessiongate.api.openai.messages import fit_client_tools, parse_request
 from sessiongate.config.handoff import HandoffConfig
 from sessiongate.models.base import (
-    NO_OPTIONS,
-    ModelCapabilities,
-    ModelChunk,
-    ModelOptions,
     ReplyModel,
-    TextDelta,
-    ToolCallChunk,
-    Usage,
-    WireMessage,
-    text_of,
 )
+from tests.support.client_model import PERSON, ClientModel
 from tests.support.gateway import Gateway, gateway_settings, running_gateway
 from tests.support.helpers import ScriptedModel
 
 TIMEOUT = 10.0
-PERSON = {"name": "Ada Lovelace", "age": 36}
-
-
-class ClientModel:
-    """A reply model that does what each client feature needs: calls the first tool
-    offered (the forced one when `tool_choice` names it) when the last message is the
-    user's, answers from a tool result, writes `PERSON` as JSON when a response format
-    is asked for, and otherwise numbers its answers (each one differs, as a real
-    model's do). It records every request with its options."""
-
-    name = "client"
-    capabilities = ModelCapabilities(tools=True, images=True, json_output=True)
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[list[dict[str, Any]], ModelOptions]] = []
-        self.count = itertools.count(1)
-
-    def reset(self) -> None:
-        self.requests.clear()
-
-    @property
-    def last(self) -> list[dict[str, Any]]:
-        return self.requests[-1][0]
-
-    async def stream(
-        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
-    ) -> AsyncIterator[ModelChunk]:
-        self.requests.append(([dict(m) for m in messages], options))
-        last = messages[-1]
-        if options.tools and options.tool_choice != "none" and last["role"] == "user":
-            names = [t.name for t in options.tools]
-            name = options.tool_choice if options.tool_choice in names else names[0]
-            arguments = PERSON if name == "Person" else {"city": "Paris"}
-            yield ToolCallChunk(f"call_{next(self.count)}", str(name), json.dumps(arguments))
-        elif options.response_format is not None:
-            yield TextDelta(json.dumps(PERSON))
-        else:
-            text = (
-                f"It is {last['content']}."
-                if last["role"] == "tool"
-                else f"answer {next(self.count)} to: {text_of(last['content'])}"
-            )
-            for index, word in enumerate(text.split(" ")):
-                yield TextDelta(word if index == 0 else " " + word)
-        yield Usage(prompt_tokens=len(messages), completion_tokens=5)
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,9 @@ users."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,71 +19,21 @@ from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from sessiongate.models.base import (
-    NO_OPTIONS,
-    ModelCapabilities,
-    ModelChunk,
-    ModelOptions,
     ReplyModel,
-    TextDelta,
-    ToolCallChunk,
-    Usage,
-    WireMessage,
-    text_of,
 )
+from tests.support.client_model import PERSON, ClientModel
 from tests.support.gateway import Gateway, gateway_settings, parse_sse, running_gateway
 
 TIMEOUT = 10.0
-PERSON = {"name": "Ada Lovelace", "age": 36}
-
-
-class ToolModel:
-    """Calls the first offered tool when the last message is the user's, answers a tool
-    result, writes `PERSON` for a response format, else numbers its answers."""
-
-    name = "resp"
-    capabilities = ModelCapabilities(tools=True, images=False, json_output=True)
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[list[dict[str, Any]], ModelOptions]] = []
-        self.count = itertools.count(1)
-
-    @property
-    def last(self) -> list[dict[str, Any]]:
-        return self.requests[-1][0]
-
-    async def stream(
-        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
-    ) -> AsyncIterator[ModelChunk]:
-        self.requests.append(([dict(m) for m in messages], options))
-        last = messages[-1]
-        if options.tools and options.tool_choice != "none" and last["role"] == "user":
-            yield ToolCallChunk(
-                f"call_{next(self.count)}", options.tools[0].name, '{"city": "Paris"}'
-            )
-        elif options.response_format is not None:
-            yield TextDelta(json.dumps(PERSON))
-        elif last["role"] == "user" and text_of(last["content"]) == "slow":
-            for _ in range(200):  # until cancelled
-                await asyncio.sleep(0.05)
-                yield TextDelta(".")
-        else:
-            text = (
-                f"It is {last['content']}."
-                if last["role"] == "tool"
-                else f"answer {next(self.count)} to: {text_of(last['content'])}"
-            )
-            for index, word in enumerate(text.split(" ")):
-                yield TextDelta(word if index == 0 else " " + word)
-        yield Usage(prompt_tokens=len(messages), completion_tokens=5)
 
 
 @pytest.fixture(scope="module")
-def model() -> ToolModel:
-    return ToolModel()
+def model() -> ClientModel:
+    return ClientModel("resp", images=False)
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory, model: ToolModel) -> Iterator[Gateway]:
+def gw(tmp_path_factory: pytest.TempPathFactory, model: ClientModel) -> Iterator[Gateway]:
     settings = gateway_settings(
         tmp_path_factory.mktemp("responses"),
         agents={
@@ -131,7 +79,7 @@ def key_of(client: openai.OpenAI, **kwargs: Any) -> tuple[Response, str]:
 
 
 def test_create_answers_a_response_kept_on_its_own_key(
-    client: openai.OpenAI, rest: httpx.Client, model: ToolModel
+    client: openai.OpenAI, rest: httpx.Client, model: ClientModel
 ) -> None:
     response, key = key_of(client, model="main", input="hello", instructions="Be brief.")
     assert response.id.startswith("resp_") and response.status == "completed"
@@ -145,7 +93,7 @@ def test_create_answers_a_response_kept_on_its_own_key(
 
 
 def test_previous_response_id_appends_and_instructions_are_not_carried(
-    client: openai.OpenAI, rest: httpx.Client, model: ToolModel
+    client: openai.OpenAI, rest: httpx.Client, model: ClientModel
 ) -> None:
     first, key = key_of(client, model="main", input="one", instructions="Only once.")
     second, key2 = key_of(client, model="main", input="two", previous_response_id=first.id)
@@ -258,7 +206,7 @@ def test_streamed_function_call(client: openai.OpenAI) -> None:
     assert call.type == "function_call" and call.name == "lookup"
 
 
-def test_structured_output_passes_through(client: openai.OpenAI, model: ToolModel) -> None:
+def test_structured_output_passes_through(client: openai.OpenAI, model: ClientModel) -> None:
     response = client.responses.create(
         model="main",
         input="who?",
