@@ -416,6 +416,7 @@ def test_the_listing_pages_over_http(gw: Any) -> None:
             "owner",
             "latest_session_id",
             "segment_count",
+            "title",
             "message_count",
             "last_activity_at",
         }

@@ -55,9 +55,11 @@ def openai_error(
 
 
 def not_found(what: str, ident: str) -> OpenAIError:
-    """An unknown id, and another user's, answer exactly alike."""
+    """An unknown id, and another user's, answer exactly alike. OpenAI leaves `code` null
+    here; ours names it (`response_not_found`, …), as every error of the gateway does."""
     shown = ident[:100]
-    return OpenAIError(404, f"{what} with id '{shown}' not found.", None, None)
+    code = f"{what.lower()}_not_found"
+    return OpenAIError(404, f"{what} with id '{shown}' not found.", code, None)
 
 
 def page_params(limit: str, order: str) -> int:
