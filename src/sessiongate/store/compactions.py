@@ -3,7 +3,9 @@ segment's raw messages (core/working_set.py's CompactionRecord), erased with it.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
 
 from sessiongate.core.working_set import CompactionRecord
 
@@ -11,6 +13,25 @@ COLUMNS = (
     "compaction_id, session_id, first_seq, last_seq, count, summary, model, tokens_before, "
     "tokens_after, created_at, previous_compaction_id, instructions, reverted"
 )
+
+
+def compaction_from_row(row: Any, to_time: Callable[[Any], datetime]) -> CompactionRecord:
+    """A row of `COLUMNS`; `to_time` reads the store's stored time."""
+    return CompactionRecord(
+        compaction_id=row[0],
+        session_id=row[1],
+        first_seq=int(row[2]),
+        last_seq=int(row[3]),
+        count=int(row[4]),
+        summary=row[5],
+        model=row[6],
+        tokens_before=int(row[7]),
+        tokens_after=int(row[8]),
+        created_at=to_time(row[9]),
+        previous_compaction_id=row[10],
+        instructions=row[11],
+        reverted=bool(row[12]),
+    )
 
 
 class CompactionStore(Protocol):

@@ -6,9 +6,12 @@ adds what the Responses API shows and where a `previous_response_id` continues."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
+
+import orjson
 
 COLUMNS = "response_id, owner, key, tip_hash, tip_position, body, input_items, created_at"
 CONVERSATION_COLUMNS = "conversation_id, owner, key, metadata, created_at"
@@ -39,6 +42,20 @@ class ConversationObject:
     key: str
     metadata: dict[str, str]
     created_at: datetime
+
+
+def response_from_row(row: Any, to_time: Callable[[Any], datetime]) -> ResponseRecord:
+    """A row of `COLUMNS`; `to_time` reads the store's stored time."""
+    return ResponseRecord(
+        response_id=row[0],
+        owner=row[1],
+        key=row[2],
+        tip_hash=row[3],
+        tip_position=int(row[4]),
+        body=orjson.loads(row[5]),
+        input_items=orjson.loads(row[6]),
+        created_at=to_time(row[7]),
+    )
 
 
 class ResponseStore(Protocol):

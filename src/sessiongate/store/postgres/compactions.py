@@ -6,27 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from sessiongate.core.working_set import CompactionRecord
-from sessiongate.store.compactions import COLUMNS
+from sessiongate.store.compactions import COLUMNS, compaction_from_row
 from sessiongate.store.postgres.rows import utc
 from sessiongate.store.postgres.store import PostgresStore
 
 
 def _record(row: Any) -> CompactionRecord:
-    return CompactionRecord(
-        compaction_id=row[0],
-        session_id=row[1],
-        first_seq=int(row[2]),
-        last_seq=int(row[3]),
-        count=int(row[4]),
-        summary=row[5],
-        model=row[6],
-        tokens_before=int(row[7]),
-        tokens_after=int(row[8]),
-        created_at=utc(row[9]),
-        previous_compaction_id=row[10],
-        instructions=row[11],
-        reverted=bool(row[12]),
-    )
+    return compaction_from_row(row, utc)
 
 
 class PostgresCompactionStore:

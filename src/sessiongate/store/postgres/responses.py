@@ -13,20 +13,12 @@ from sessiongate.store.responses import (
     CONVERSATION_COLUMNS,
     ConversationObject,
     ResponseRecord,
+    response_from_row,
 )
 
 
 def _record(row: Any) -> ResponseRecord:
-    return ResponseRecord(
-        response_id=row[0],
-        owner=row[1],
-        key=row[2],
-        tip_hash=row[3],
-        tip_position=int(row[4]),
-        body=orjson.loads(row[5]),
-        input_items=orjson.loads(row[6]),
-        created_at=utc(row[7]),
-    )
+    return response_from_row(row, utc)
 
 
 class PostgresResponseStore:

@@ -5,27 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from sessiongate.core.working_set import CompactionRecord
-from sessiongate.store.compactions import COLUMNS
+from sessiongate.store.compactions import COLUMNS, compaction_from_row
 from sessiongate.store.sqlite.rows import from_micros, to_micros
 from sessiongate.store.sqlite.store import SQLiteStore
 
 
 def _record(row: Any) -> CompactionRecord:
-    return CompactionRecord(
-        compaction_id=row[0],
-        session_id=row[1],
-        first_seq=int(row[2]),
-        last_seq=int(row[3]),
-        count=int(row[4]),
-        summary=row[5],
-        model=row[6],
-        tokens_before=int(row[7]),
-        tokens_after=int(row[8]),
-        created_at=from_micros(row[9]),
-        previous_compaction_id=row[10],
-        instructions=row[11],
-        reverted=bool(row[12]),
-    )
+    return compaction_from_row(row, from_micros)
 
 
 class SQLiteCompactionStore:

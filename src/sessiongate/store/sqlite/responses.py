@@ -11,22 +11,14 @@ from sessiongate.store.responses import (
     CONVERSATION_COLUMNS,
     ConversationObject,
     ResponseRecord,
+    response_from_row,
 )
 from sessiongate.store.sqlite.rows import from_micros, to_micros
 from sessiongate.store.sqlite.store import SQLiteStore
 
 
 def _record(row: Any) -> ResponseRecord:
-    return ResponseRecord(
-        response_id=row[0],
-        owner=row[1],
-        key=row[2],
-        tip_hash=row[3],
-        tip_position=int(row[4]),
-        body=orjson.loads(row[5]),
-        input_items=orjson.loads(row[6]),
-        created_at=from_micros(row[7]),
-    )
+    return response_from_row(row, from_micros)
 
 
 class SQLiteResponseStore:
