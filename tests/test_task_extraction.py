@@ -198,6 +198,23 @@ async def test_primary_users_are_left_alone_unless_asked(tmp_path: Path) -> None
         assert len(await tasks_of(engine, "prime")) == 2
 
 
+async def test_a_reply_of_the_offline_stand_in_is_not_read(tmp_path: Path) -> None:
+    """The stand-in only says the model is unavailable: nothing in the exchange was
+    answered, so the control model is not even asked."""
+    control = ScriptedModel("control", answering(TWO_TASKS))
+    down = ScriptedModel("down", fail=ModelError("down", code="model_unavailable"))
+    async with extracting_engine(
+        tmp_path,
+        control,
+        agent={"model": "down", "fallback_models": ["offline"]},
+        models={"down": down},
+    ) as engine:
+        events = await turn(engine, "I must buy milk")
+        assert events[-1].type == "end"
+        assert await tasks_of(engine) == []
+        assert control.requests == []
+
+
 async def test_a_malformed_answer_adds_nothing_and_leaves_the_reply(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -74,7 +74,7 @@ class TaskExtractor:
         agent = self.agents.get(finished.agent)
         if agent is None or not agent.extract_tasks or agent.extract_tasks_model is None:
             return None
-        if finished.status not in COMPLETED or not finished.reply_text:
+        if finished.status not in COMPLETED or not finished.reply_text or finished.offline:
             return None
         if agent.extract_tasks_for == "non_primary" and finished.primary:
             return None

@@ -86,6 +86,8 @@ class FinishedTurn:
     primary: bool
     mode: str | None
     error_code: str | None = None
+    #: The offline stand-in wrote the reply: extraction has nothing to read in it.
+    offline: bool = False
 
 
 AfterTurn = Callable[[FinishedTurn], Awaitable[None]]
@@ -102,6 +104,8 @@ class TurnHandle:
         self.task: asyncio.Task[None] | None = None
         self.status = "failed"
         self.model: str | None = None
+        #: The offline stand-in answered (models/offline.py): nothing was learned.
+        self.offline = False
         self.first_token_seconds: float | None = None
         self.error_code: str | None = None
         #: Filled in as the turn goes, for what runs after it (FinishedTurn).

@@ -149,6 +149,7 @@ async def stream_step(
         usage = Usage()
         calls: list[ToolCallChunk] = []
         handle.model = name
+        handle.offline = offline
         asked = time.perf_counter()
         stream = model.stream(wire, options) if options is not NO_OPTIONS else model.stream(wire)
         try:

@@ -70,6 +70,7 @@ def finished_turn(
         primary=inbound.caller.primary,
         mode=inbound.route.mode if inbound.route is not None else None,
         error_code=handle.error_code,
+        offline=handle.offline,
     )
 
 
