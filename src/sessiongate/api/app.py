@@ -73,7 +73,13 @@ def log_rotation(record: RotationRecord) -> None:
 
 
 #: What a page on an allowed origin may read of an answer beyond the basic headers.
-CORS_EXPOSED = ["X-Session-Key", "X-Context-Compacted", "X-Hosted-Tools-Dropped", "Retry-After"]
+CORS_EXPOSED = [
+    "X-Session-Key",
+    "X-Context-Compacted",
+    "X-Memory-Changed",
+    "X-Hosted-Tools-Dropped",
+    "Retry-After",
+]
 
 
 def install_cors(app: FastAPI, origins: list[str]) -> None:

@@ -19,6 +19,7 @@ from sessiongate.core.events import (
     EndEvent,
     ErrorEvent,
     HandoffEvent,
+    MemoryEvent,
     PlanEvent,
     RotationEvent,
     RouteEvent,
@@ -99,6 +100,8 @@ async def collect_reply(
             case CompactionEvent() | ContextTrimmedEvent():
                 fields = {k: v for k, v in event_to_dict(event).items() if k != "type"}
                 result.setdefault(event.type, []).append(fields)
+            case MemoryEvent():
+                result.setdefault("memory", []).extend(event.changes)
             case RouteEvent() | ClassificationEvent() | ActionResultEvent():
                 fields = event_to_dict(event)
                 kind = {"action_result": "action"}.get(str(fields.pop("type")), event.type)

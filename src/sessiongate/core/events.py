@@ -181,6 +181,19 @@ class CompactionEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryEvent:
+    """Memory extraction changed the user's memory items (DESIGN.md §13,
+    docs/memory.md): each change is `{op, memory_id, text}` — `add` (the new item),
+    `update` (the new item, and `supersedes`: the one it replaced, now invalid) or
+    `delete` (the item invalidated, with the text it had). Announced by the first turn
+    on the key after the extraction ran (extraction runs after a turn, for the next one),
+    as a compaction is."""
+
+    changes: list[dict[str, Any]]
+    type: Literal["memory"] = "memory"
+
+
+@dataclass(frozen=True, slots=True)
 class ContextTrimmedEvent:
     """Messages of the thread this turn's model does not see, raw or summarised:
     `dropped` of them, the oldest, and why (`budget`: the model's window)."""
@@ -231,6 +244,7 @@ TurnEvent = (
     | ToolEndEvent
     | ContextLogEvent
     | CompactionEvent
+    | MemoryEvent
     | ContextTrimmedEvent
     | TokenEvent
     | EndEvent

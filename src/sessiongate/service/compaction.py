@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from sessiongate.core.clock import Clock
@@ -25,7 +25,7 @@ from sessiongate.core.context import estimate_tokens, without_superseded
 from sessiongate.core.events import CompactionEvent
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.keys import KeyRef
-from sessiongate.core.segments import Segment
+from sessiongate.core.segments import Message, Segment
 from sessiongate.core.summary_prompt import summary_request
 from sessiongate.core.working_set import (
     CompactionRecord,
@@ -53,6 +53,10 @@ PROMPT_TOKENS = 200
 MAX_CACHED_SEGMENTS = 4096
 #: How long a turn that would otherwise trim waits for a compaction already running.
 WAIT_SECONDS = 60.0
+
+
+#: Told (segment id, agent, the messages about to be summarised) before a summary.
+BeforeSummary = Callable[[str, AgentProfile, list[Message]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,9 @@ class Compactor:
         self._due: dict[str, Due] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._news: dict[str, list[CompactionEvent]] = {}
+        #: Told the span each compaction is about to summarise, before the summary is
+        #: asked for (memory extraction: service/memory_extraction.py); must not block.
+        self.before_summary: BeforeSummary | None = None
 
     @property
     def enabled(self) -> bool:
@@ -251,6 +258,12 @@ class Compactor:
         if plan is None:
             return None
         chosen = set(plan.units)
+        if self.before_summary is not None:
+            read = set(plan.read_seqs)
+            try:
+                self.before_summary(session_id, agent, [m for m in thread if m.seq in read])
+            except Exception:  # what listens never stops a compaction
+                log.exception("the listener before the compaction of %s failed", session_id)
         seq_of = {m.message_id: m.seq for m in thread}
         items = [
             (seq_of.get(item.source, u.unit.first), item)

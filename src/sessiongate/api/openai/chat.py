@@ -42,6 +42,7 @@ from sessiongate.core.events import (
     EndEvent,
     ErrorEvent,
     HandoffEvent,
+    MemoryEvent,
     PlanEvent,
     RotationEvent,
     RouteEvent,
@@ -322,6 +323,9 @@ class _Completion:
         compacted = [c["compaction_id"] for c in result.get("compaction", []) if c["compaction_id"]]
         if compacted:  # the working set (docs/working_set.md)
             headers = {**headers, "X-Context-Compacted": ",".join(compacted)}
+        remembered = [c["memory_id"] for c in result.get("memory", [])]
+        if remembered:  # memory extraction (docs/memory.md)
+            headers = {**headers, "X-Memory-Changed": ",".join(remembered)}
         return JSONResponse(body, headers=headers)
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
@@ -368,6 +372,7 @@ class _Completion:
                     | ToolEndEvent()
                     | ContextLogEvent()
                     | CompactionEvent()
+                    | MemoryEvent()
                     | ContextTrimmedEvent()
                     | RouteEvent()
                     | ClassificationEvent()

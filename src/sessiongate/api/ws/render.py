@@ -18,6 +18,7 @@ from sessiongate.core.events import (
     EndEvent,
     ErrorEvent,
     HandoffEvent,
+    MemoryEvent,
     PlanEvent,
     RotationEvent,
     RouteEvent,
@@ -60,6 +61,7 @@ def render(event: TurnEvent, key: str) -> dict[str, Any] | None:
         case (
             ContextLogEvent()
             | CompactionEvent()
+            | MemoryEvent()
             | ContextTrimmedEvent()
             | PlanEvent()
             | ToolStartEvent()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -37,6 +37,7 @@ from sessiongate.core.events import (
     ClassificationEvent,
     ContextTrimmedEvent,
     EndEvent,
+    MemoryEvent,
     RouteEvent,
     StartEvent,
     TurnEvent,
@@ -139,6 +140,9 @@ class TurnService:
         #: Who may run which agent (service/agent_access.py); None: anyone, any agent
         #: (engines built without routes, as some tests and embedders do).
         self.access: AgentAccess | None = None
+        #: The `memory` events extraction queued for a key since its last turn
+        #: (service/memory_extraction.py), announced by the next; set by the engine.
+        self.memory_news: Callable[[KeyRef], list[MemoryEvent]] | None = None
 
     def on_turn(self, listener: TurnListener) -> None:
         """Called once per finished turn (metrics, hooks)."""
@@ -374,6 +378,9 @@ class TurnService:
         )
         for news in self.compactor.news(segment.session_id):
             handle.emit(news)
+        if self.memory_news is not None:
+            for memory in self.memory_news(ref):
+                handle.emit(memory)
         if context.dropped_messages:  # never silently (docs/working_set.md)
             handle.emit(ContextTrimmedEvent(context.dropped_messages, "budget"))
         context = with_turn_input(self.models, agent, inbound, context, content, verdict)
