@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from sessiongate.service.engine import Engine
     from sessiongate.service.sessions import ChainView
     from sessiongate.service.users import UserService
+    from sessiongate.store.sqlite.serve_lock import ServeLock
 
 app = typer.Typer(
     help="sessiongate: durable conversation sessions for AI assistants.",
@@ -83,6 +84,7 @@ def serve(
     except ConfigError as exc:
         errors.print("[red]configuration error[/red]\n" + escape(str(exc)))
         raise typer.Exit(2) from None
+    serve_lock = _claim_sqlite_serving(engine)
     try:
         bootstrap = asyncio.run(_bootstrap_admin(engine))
     except ConfigError as exc:  # e.g. the PostgreSQL server cannot be reached
@@ -95,6 +97,23 @@ def serve(
         )
         console.print(bootstrap, markup=False, highlight=False, soft_wrap=True)
     serve_gateway(settings, config, engine, host=host, port=port)
+    if serve_lock is not None:
+        serve_lock.release()
+
+
+def _claim_sqlite_serving(engine: Engine) -> ServeLock | None:
+    """One gateway per SQLite file (store/sqlite/serve_lock.py): exit 2 when another
+    gateway process serves it."""
+    from sessiongate.store.sqlite.serve_lock import claim_serving
+    from sessiongate.store.sqlite.store import SQLiteStore
+
+    if not isinstance(engine.store, SQLiteStore):
+        return None
+    try:
+        return claim_serving(engine.store.path)
+    except ConfigError as exc:
+        errors.print("[red]configuration error[/red]\n" + escape(str(exc)))
+        raise typer.Exit(2) from None
 
 
 async def _bootstrap_admin(engine: Engine) -> str | None:

@@ -16,6 +16,7 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.errors import KeyExists
 from sessiongate.store.migrations import apply_postgres_migrations
 from sessiongate.store.postgres.events import KeyChanged, KeyChangeListener
+from sessiongate.store.postgres.locks import HOLDER_SETTINGS
 from sessiongate.store.postgres.rows import create_pool, translate, violated
 
 if TYPE_CHECKING:
@@ -44,7 +45,9 @@ class PostgresConnection:
                 await apply_postgres_migrations(conn)
             # The advisory locks keep a connection for as long as a key is held; a pool of
             # their own means a lock holder never waits for a connection another holder keeps.
-            self._lock_pool = await create_pool(self.url, self.pool_size)
+            # Its sessions ask the server to notice a vanished host within seconds, not
+            # hours, since the locks they hold end only with them (HOLDER_SETTINGS).
+            self._lock_pool = await create_pool(self.url, self.pool_size, HOLDER_SETTINGS)
             await self._events.start(self.url)
         except BaseException:
             await pool.close()

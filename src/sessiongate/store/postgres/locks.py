@@ -17,6 +17,21 @@ if TYPE_CHECKING:
 # Namespaces the hashed keys, so a key's lock id cannot be another application's constant.
 _LOCK_NAMESPACE = b"sessiongate.key\x00"
 
+#: Sent at connect time on every connection that holds advisory locks (the key locks' pool,
+#: the retention run's connection). A session-level advisory lock lasts as long as its
+#: session, and the server ends a session only when it learns that the client is gone: at
+#: once when a gateway process dies (its kernel closes the socket), but when a gateway's
+#: whole host dies or drops off the network, only by TCP keepalive, after two hours at
+#: Linux's defaults, with every key that gateway held locked meanwhile. With these the
+#: server probes a silent client after 10 s, every 5 s, and drops it after 3 unanswered
+#: probes: a dead host's keys are free again within about 25 s. The settings apply to TCP
+#: connections (a Unix socket's peer is on the same host, and dies with it).
+HOLDER_SETTINGS = {
+    "tcp_keepalives_idle": "10",
+    "tcp_keepalives_interval": "5",
+    "tcp_keepalives_count": "3",
+}
+
 
 def lock_id(key: str) -> int:
     """A stable signed 64-bit id for `key` (Python's hash() differs per process)."""

@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 
 from sessiongate.core.keys import KeyRef
+from sessiongate.store.postgres.locks import HOLDER_SETTINGS
 from sessiongate.store.postgres.rows import CONNECT_TIMEOUT_SECONDS, utc
 from sessiongate.store.postgres.store import PostgresStore
 from sessiongate.store.retention import IdleKey
@@ -44,7 +45,9 @@ class PostgresRetentionStore:
         # pool of one would otherwise deadlock), and the lock ends with the connection if
         # the process dies.
         conn: asyncpg.Connection[Any] = await asyncpg.connect(
-            self._store.url, timeout=CONNECT_TIMEOUT_SECONDS
+            self._store.url,
+            timeout=CONNECT_TIMEOUT_SECONDS,
+            server_settings=HOLDER_SETTINGS,  # a vanished host's run lock ends in seconds
         )
         try:
             held = await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", *RETENTION_LOCK)

@@ -4,7 +4,7 @@ helpers shared by the PostgreSQL store, its import and its user store."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -248,11 +248,18 @@ LIMIT $4
 """
 
 
-async def create_pool(url: str, size: int) -> Pool:
-    """A pool of up to `size` connections, or a ConfigError naming the (redacted) URL."""
+async def create_pool(
+    url: str, size: int, server_settings: Mapping[str, str] | None = None
+) -> Pool:
+    """A pool of up to `size` connections, or a ConfigError naming the (redacted) URL.
+    `server_settings`: session settings sent when each connection opens."""
     try:
         return await asyncpg.create_pool(
-            url, min_size=1, max_size=size, timeout=CONNECT_TIMEOUT_SECONDS
+            url,
+            min_size=1,
+            max_size=size,
+            timeout=CONNECT_TIMEOUT_SECONDS,
+            server_settings=dict(server_settings) if server_settings else None,
         )
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         reason = str(exc) or type(exc).__name__
