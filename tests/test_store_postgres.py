@@ -133,7 +133,8 @@ async def test_triggers_refuse_raw_writes_to_archived_rows_and_the_pointer(
         # Every table that references the history is named too (as TRUNCATE demands), so
         # what refuses it is the history's own trigger, not a foreign key.
         (
-            "TRUNCATE messages, segments, session_keys, rotations, message_search, compactions",
+            "TRUNCATE messages, segments, session_keys, rotations, message_search, compactions,"
+            " pins",
             (),
         ),
     ]

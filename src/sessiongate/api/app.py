@@ -18,6 +18,7 @@ from sessiongate.api import hooks as hooks_api
 from sessiongate.api import modes as modes_api
 from sessiongate.api import notes as notes_api
 from sessiongate.api import speech as speech_api
+from sessiongate.api import pins as pins_api
 from sessiongate.api import tasks as tasks_api
 from sessiongate.api.auth import current_user
 from sessiongate.api.compat import builderos, desktop, lifehub
@@ -178,6 +179,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.include_router(openai_chat.router)
     app.include_router(openai_responses.router)
     app.include_router(openai_conversations.router)
+    app.include_router(pins_api.router)
     app.include_router(websocket.router)
     app.include_router(builderos.router)
     app.include_router(tools.router)

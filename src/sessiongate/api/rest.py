@@ -261,7 +261,8 @@ async def show_context(
     latest, ctx = await engine_of(request).turns.preview_context(
         key, caller_for(user), agent, owner=owner
     )
-    return context_json(latest.session_id, ctx)
+    pins = await engine_of(request).turns.compactor.pins.pinned(latest.session_id)
+    return context_json(latest.session_id, ctx, [m.message_id for m in pins])
 
 
 @router.patch("/sessions/{key}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -158,13 +159,20 @@ def fragment_json(f: RecallFragment) -> dict[str, Any]:
     }
 
 
-def context_json(session_id: str, ctx: AssembledContext) -> dict[str, Any]:
+def context_json(
+    session_id: str, ctx: AssembledContext, pinned: Sequence[str] = ()
+) -> dict[str, Any]:
+    """`pinned`: the message ids pinned in the segment, oldest first
+    (docs/working_set.md)."""
+    pins = set(pinned)
     return {
         "session_id": session_id,
         "messages": [
-            {"role": m.role, "content": m.content, "source": m.source} for m in ctx.messages
+            {"role": m.role, "content": m.content, "source": m.source, "pinned": m.source in pins}
+            for m in ctx.messages
         ],
         "token_estimate": ctx.token_estimate,
         "dropped_messages": ctx.dropped_messages,
         "recall": list(ctx.recall),
+        "pinned": list(pinned),
     }

@@ -38,6 +38,7 @@ from sessiongate.errors import NotFound
 from sessiongate.models.base import ReplyModel, TextDelta
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.budgets import TokenCalibration
+from sessiongate.service.pins import PinBoard
 from sessiongate.store.base import Store
 from sessiongate.store.compactions import CompactionStore
 
@@ -108,6 +109,8 @@ class Compactor:
         #: The per-model correction of the estimate: a summary request fits its window.
         self.calibration = calibration
         self.rows = compaction_store(store)
+        #: The segments' pinned messages (kept raw in every context of their segment).
+        self.pins = PinBoard(store, clock)
         self.models = models
         self.ids = IdGenerator(clock)
         self.clock = clock
@@ -145,6 +148,7 @@ class Compactor:
         rare; the other segments' records are read again when needed; pending
         announcements hold no text and stay)."""
         self._records.clear()
+        await self.pins.forget(_key)
 
     def cached(self, session_id: str) -> tuple[CompactionRecord, ...]:
         """The records this process already holds for the segment (no read)."""

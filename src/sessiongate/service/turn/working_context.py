@@ -7,7 +7,7 @@ prompt tokens providers report (service/budgets.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
 
 from sessiongate.core.context import MESSAGE_OVERHEAD_TOKENS, AssembledContext, estimate_tokens
@@ -48,8 +48,10 @@ def fit_context(
     memory_window: int,
     max_tool_result_chars: int,
     compactions: Sequence[CompactionRecord] = (),
+    pinned: Collection[int] = (),
 ) -> tuple[AssembledContext, WorkingSet]:
-    """`full` (assembled without a budget from `thread`) within `budget` tokens."""
+    """`full` (assembled without a budget from `thread`) within `budget` tokens;
+    `pinned`: the seqs the rule keeps raw."""
     estimated_budget = max(int(budget / ratio), 1)
     in_context = {m.source for m in full.messages}
     windowed = [m for m in thread if m.message_id in in_context]
@@ -64,7 +66,10 @@ def fit_context(
         return estimate_tokens(text) + MESSAGE_OVERHEAD_TOKENS
 
     units = thread_units(
-        windowed, max_result_chars=max_tool_result_chars, count_tokens=estimate_tokens
+        windowed,
+        max_result_chars=max_tool_result_chars,
+        count_tokens=estimate_tokens,
+        pinned=pinned,
     )
     if not units:
         return full, select([], budget=estimated_budget)
@@ -157,6 +162,7 @@ async def fit_turn_context(
             memory_window=agent.memory_window,
             max_tool_result_chars=agent.max_tool_result_chars,
             compactions=records,
+            pinned=pinned,
         )
 
     own = [m.seq for m in thread if m.session_id == segment.session_id]
@@ -166,6 +172,13 @@ async def fit_turn_context(
     known = compactor is not None and bool(compactor.cached(segment.session_id))
     if not older and context.token_estimate <= due_at and not known:
         return context  # the common case: it fits, nothing to do, nothing read
+    pinned: set[int] = set()
+    extra = 0
+    if compactor is not None and compactor.pins.enabled:
+        pins = await compactor.pins.pinned(segment.session_id)
+        if pins:
+            context, thread, extra = with_pins(context, thread, pins)
+            pinned = {m.seq for m in pins}
     fitted, working = fit(())
     if compactor is None or not compactor.enabled:
         return replace(fitted, dropped_messages=fitted.dropped_messages + older)
@@ -181,6 +194,21 @@ async def fit_turn_context(
     record = in_force(records)
     covered_to = max(record.last_seq if record is not None else 0, segment.cleared_after_seq)
     uncovered = max(older + segment.cleared_after_seq - covered_to, 0)
+    if extra:  # the pinned messages older than the window are in the context
+        uncovered = max(uncovered - sum(1 for m in thread[:extra] if m.seq > covered_to), 0)
     if working.next_compaction is not None or uncovered:
         compactor.mark_due(segment.session_id, agent, budget, segment.cleared_after_seq)
     return replace(fitted, dropped_messages=fitted.dropped_messages + uncovered)
+
+
+def with_pins(
+    context: AssembledContext, thread: Sequence[Message], pins: Sequence[Message]
+) -> tuple[AssembledContext, list[Message], int]:
+    """The pinned messages older than the window put in the context and at the head of
+    the thread (oldest first), and how many were added."""
+    present = {m.message_id for m in thread}
+    older = [m for m in pins if m.message_id not in present]
+    if not older:
+        return context, list(thread), 0
+    items = tuple(ThreadItem(m.role.value, m.content, m.message_id) for m in older)
+    return replace(context, messages=(*context.messages, *items)), [*older, *thread], len(older)
