@@ -48,6 +48,8 @@ class InboundTurn:
     #: The caller was found allowed to run `agent` (service/agent_access.py), which is
     #: then always set; a turn not admitted is checked when it starts.
     admitted: bool = False
+    #: Stream the model's reasoning as `reasoning` events (the Responses API).
+    reasoning_events: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,9 @@ class TurnHandle:
         #: The client's own tools the model asked for (an OpenAI client runs them):
         #: `{id, name, arguments}` each (service/turn/client_reply.py).
         self.tool_calls: list[dict[str, str]] = []
+        #: Emit the model's reasoning as `ReasoningEvent`s (the Responses API asks;
+        #: set before the turn's task first runs).
+        self.reasoning_events = False
         #: Every event emitted so far; event `seq` is at index `seq - 1` (seq 1 is `start`).
         self.journal: list[TurnEvent] = []
         self.closed = False

@@ -173,6 +173,7 @@ class TurnService:
         if inbound.recall is not None:
             validate_recall(inbound.recall.query, inbound.recall.rationale, inbound.recall.limit)
         handle = TurnHandle(self.sessions.ids.new())
+        handle.reasoning_events = inbound.reasoning_events
         if self.journal is not None:
             self.journal.register(handle, inbound.caller.name, ref.name)
         task = asyncio.get_running_loop().create_task(self._run(inbound, ref, agent, handle))
