@@ -353,7 +353,12 @@ def test_failed_deliveries_are_kept_and_admins_see_the_queue(
         {
             "name": "ops",
             "url": receiver.url,  # no query: it may hold a token
-            "events": ["turn.completed", "session.rotated", "tasks.extracted"],
+            "events": [
+                "turn.completed",
+                "session.rotated",
+                "tasks.extracted",
+                "memory.changed",
+            ],
         }
     ]
     assert {d["event"] for d in listing["deliveries"]} == {"turn.completed", "session.rotated"}

@@ -90,12 +90,9 @@ def _user(content: object) -> Content:
 def _assistant(message: WireMessage) -> Content:
     text = text_of(message.get("content", ""))
     calls = message.get("tool_calls")
-    thinking = _thinking(message.get("reasoning"))
-    if not calls and not thinking:
+    if not calls:
         return text
-    blocks: list[dict[str, Any]] = [*thinking]
-    if text.strip():
-        blocks.append({"type": "text", "text": text})
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
     blocks += [
         {
             "type": "tool_use",
@@ -103,21 +100,8 @@ def _assistant(message: WireMessage) -> Content:
             "name": str(call.get("name", "")),
             "input": _input(call.get("arguments")),
         }
-        for call in calls or ()
+        for call in calls
     ]
-    return blocks
-
-
-def _thinking(reasoning: object) -> list[dict[str, Any]]:
-    """The signed thinking blocks an assistant message carries, replayed first in its
-    content as the API requires; a block without a signature is not taken back."""
-    blocks: list[dict[str, Any]] = []
-    for block in reasoning if isinstance(reasoning, list) else ():
-        if not isinstance(block, Mapping):
-            continue
-        text, signature = block.get("text"), block.get("signature")
-        if isinstance(text, str) and isinstance(signature, str) and signature:
-            blocks.append({"type": "thinking", "thinking": text, "signature": signature})
     return blocks
 
 

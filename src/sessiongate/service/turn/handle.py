@@ -52,6 +52,10 @@ class InboundTurn:
     reasoning_events: bool = False
 
 
+    #: The request was counted against the caller's quotas (service/quotas.py).
+    counted: bool = False
+    #: Stream the model's reasoning as `reasoning` events (the Responses API).
+    reasoning_events: bool = False
 @dataclass(frozen=True, slots=True)
 class TurnOutcome:
     """How a turn ended, for metrics and hooks."""
