@@ -490,7 +490,7 @@ async def consume_with(
             elif isinstance(chunk, ToolCallChunk):
                 outcome.calls.append(chunk)
                 outcome.order.append("call")
-            else:
+            elif isinstance(chunk, Usage):
                 outcome.usage = chunk
                 outcome.order.append("usage")
     except ModelError as exc:

@@ -16,15 +16,20 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.support.fake_providers import openai_events
+from tests.support.fake_providers import openai_chunk, openai_ending, openai_events, sse
 
 
 @dataclass(frozen=True)
 class WireAnswer:
-    """Text to stream, or an HTTP error status."""
+    """Text to stream, or an HTTP error status; `reasoning` pieces stream first (as
+    `delta.<reasoning_field>`), and `finish` is the finish_reason (`length`: the model
+    hit its output limit)."""
 
     text: str = ""
     status: int = 200
+    reasoning: tuple[str, ...] = ()
+    reasoning_field: str = "reasoning_content"
+    finish: str = "stop"
 
 
 Responder = Callable[[dict[str, Any]], WireAnswer]
@@ -69,7 +74,7 @@ def openai_wire_server(respond: Responder) -> Iterator[WireServer]:
                 return
             words = answer.text.split(" ")
             tokens = [w if i == 0 else " " + w for i, w in enumerate(words)]
-            frames = "".join(openai_events(tokens)).encode()
+            frames = "".join(_frames(answer, tokens)).encode()
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("content-length", str(len(frames)))
@@ -86,3 +91,15 @@ def openai_wire_server(respond: Responder) -> Iterator[WireServer]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _frames(answer: WireAnswer, tokens: list[str]) -> list[str]:
+    if not answer.reasoning and answer.finish == "stop":
+        return openai_events(tokens)
+    frames = []
+    for piece in answer.reasoning:
+        chunk = openai_chunk()
+        chunk["choices"][0]["delta"] = {answer.reasoning_field: piece}
+        frames.append(sse(chunk))
+    frames += [sse(openai_chunk(t)) for t in tokens]
+    return frames + openai_ending(answer.finish, (11, 7), True)

@@ -21,6 +21,7 @@ from sessiongate.core.events import (
     HandoffEvent,
     MemoryEvent,
     PlanEvent,
+    ReasoningEvent,
     RotationEvent,
     RouteEvent,
     StartEvent,
@@ -116,6 +117,8 @@ async def collect_reply(
                 result["audio"] = {k: v for k, v in event_to_dict(event).items() if k != "type"}
             case AudioPartEvent():
                 pass  # streaming only: the final `audio` carries the whole reply
+            case ReasoningEvent():
+                pass  # only the Responses API asks for reasoning
             case EndEvent():
                 result.update(
                     reply="".join(reply),

@@ -210,11 +210,24 @@ class TokenEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningEvent:
+    """A piece of the model's reasoning, apart from the answer. Emitted only for a turn
+    whose transport asked for it (the Responses API's reasoning items,
+    `TurnHandle.reasoning_events`); other transports never see it."""
+
+    content: str
+    #: The upstream's signature of the reasoning block that ends here (Anthropic).
+    signature: str | None = None
+    type: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(frozen=True, slots=True)
 class EndEvent:
     message_id: str | None
     message_count: int
     usage: dict[str, int] = field(default_factory=dict)
-    #: complete, or truncated (the reply reached `limits.max_reply_chars` and was cut).
+    #: complete, or truncated (the reply reached `limits.max_reply_chars` and was cut,
+    #: or the model stopped at its output token limit: metadata `stop_reason: length`).
     status: str = "complete"
     type: Literal["end"] = "end"
 
@@ -247,6 +260,7 @@ TurnEvent = (
     | MemoryEvent
     | ContextTrimmedEvent
     | TokenEvent
+    | ReasoningEvent
     | EndEvent
     | ErrorEvent
 )

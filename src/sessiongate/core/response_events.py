@@ -30,6 +30,10 @@ class ResponseShell:
     store: bool = True
     parallel_tool_calls: bool = True
     conversation: str | None = None
+    #: `include: ["reasoning.encrypted_content"]`: a reasoning block the upstream signed
+    #: (Anthropic) carries its signature as `encrypted_content`; nothing is made up for
+    #: reasoning that has none.
+    encrypted_reasoning: bool = False
 
     def response(
         self,
@@ -74,7 +78,8 @@ def finished(
     end_status: str,
 ) -> dict[str, Any]:
     """The whole response of a turn that ended: `completed`, or `incomplete` when the
-    reply was cut (`truncated`: max_output_tokens; `interrupted`)."""
+    reply was cut (`truncated`: the model's output token limit, or the gateway's
+    `max_reply_chars`; `interrupted`)."""
     incomplete = end_status in ("truncated", "interrupted")
     item_status = "incomplete" if incomplete else "completed"
     output = output_items(shell.response_id, text, calls, item_status)
@@ -90,15 +95,52 @@ def failed(shell: ResponseShell, code: str, message: str) -> dict[str, Any]:
     return shell.response("failed", error={"code": code, "message": message})
 
 
+def reasoning_item(
+    item_id: str, text: str, status: str, encrypted: str | None = None
+) -> dict[str, Any]:
+    """A `reasoning` output item: the upstream's reasoning as one summary part;
+    `encrypted_content` only when the client asked for it and the upstream signed it."""
+    item: dict[str, Any] = {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": text}] if text else [],
+        "status": status,
+    }
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
+
+
+class _Thinking:
+    """One reasoning item as it streams."""
+
+    __slots__ = ("index", "item_id", "part_open", "signature", "text")
+
+    def __init__(self, item_id: str, index: int) -> None:
+        self.item_id = item_id
+        self.index = index
+        self.text: list[str] = []
+        self.signature: str | None = None
+        self.part_open = False
+
+
 class ResponseEvents:
-    """One response's events in order, numbered from 0."""
+    """One response's events in order, numbered from 0. Output items take the next
+    output index as they open: reasoning items as the model reasons, the message at its
+    first text, the function calls at the end."""
 
     def __init__(self, shell: ResponseShell) -> None:
         self.shell = shell
         self.sequence = 0
         self.text: list[str] = []
         self.message_open = False
-        self.message_id = f"msg_{shell.response_id.removeprefix('resp_')}"
+        self.suffix = shell.response_id.removeprefix("resp_")
+        self.message_id = f"msg_{self.suffix}"
+        self.message_index = 0
+        #: The items opened so far by output index (the message's slot holds None).
+        self.items: list[dict[str, Any] | None] = []
+        self.thinking: _Thinking | None = None
+        self.encrypted_reasoning = shell.encrypted_reasoning
 
     def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
         event = {"type": kind, "sequence_number": self.sequence, **fields}
@@ -112,27 +154,81 @@ class ResponseEvents:
             self._event("response.in_progress", response=shown),
         ]
 
+    # -- reasoning ------------------------------------------------------------------
+
+    def reasoning(self, text: str, signature: str | None = None) -> list[dict[str, Any]]:
+        """A piece of the model's reasoning; a signature ends its item."""
+        events: list[dict[str, Any]] = []
+        thinking = self.thinking
+        if thinking is None and not text:
+            return events  # a signature with nothing open: nothing to show
+        if thinking is None:
+            index = len(self.items)
+            thinking = self.thinking = _Thinking(f"rs_{self.suffix}_{index}", index)
+            self.items.append(reasoning_item(thinking.item_id, "", "in_progress"))
+            item = reasoning_item(thinking.item_id, "", "in_progress")
+            events.append(self._event("response.output_item.added", output_index=index, item=item))
+        where = {"item_id": thinking.item_id, "output_index": thinking.index, "summary_index": 0}
+        if text:
+            if not thinking.part_open:
+                thinking.part_open = True
+                part = {"type": "summary_text", "text": ""}
+                events.append(
+                    self._event("response.reasoning_summary_part.added", part=part, **where)
+                )
+            thinking.text.append(text)
+            events.append(self._event("response.reasoning_summary_text.delta", delta=text, **where))
+        if signature is not None:
+            thinking.signature = signature
+            events.extend(self._close_thinking())
+        return events
+
+    def _close_thinking(self) -> list[dict[str, Any]]:
+        thinking, self.thinking = self.thinking, None
+        if thinking is None:
+            return []
+        text = "".join(thinking.text)
+        where = {"item_id": thinking.item_id, "output_index": thinking.index, "summary_index": 0}
+        events: list[dict[str, Any]] = []
+        if thinking.part_open:
+            part = {"type": "summary_text", "text": text}
+            events.append(self._event("response.reasoning_summary_text.done", text=text, **where))
+            events.append(self._event("response.reasoning_summary_part.done", part=part, **where))
+        encrypted = thinking.signature if self.encrypted_reasoning else None
+        item = reasoning_item(thinking.item_id, text, "completed", encrypted)
+        self.items[thinking.index] = item
+        events.append(
+            self._event("response.output_item.done", output_index=thinking.index, item=item)
+        )
+        return events
+
+    # -- the message ------------------------------------------------------------------
+
     def _open_message(self) -> list[dict[str, Any]]:
         self.message_open = True
+        self.message_index = len(self.items)
+        self.items.append(None)
         item = message_item(self.message_id, "", "in_progress")
         item["content"] = []
         part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-        where = {"item_id": self.message_id, "output_index": 0}
+        where = {"item_id": self.message_id, "output_index": self.message_index}
         return [
-            self._event("response.output_item.added", output_index=0, item=item),
+            self._event("response.output_item.added", output_index=self.message_index, item=item),
             self._event("response.content_part.added", content_index=0, part=part, **where),
         ]
 
     def delta(self, text: str) -> list[dict[str, Any]]:
         if not text:
             return []
-        events = [] if self.message_open else self._open_message()
+        events = self._close_thinking()
+        if not self.message_open:
+            events.extend(self._open_message())
         self.text.append(text)
         events.append(
             self._event(
                 "response.output_text.delta",
                 item_id=self.message_id,
-                output_index=0,
+                output_index=self.message_index,
                 content_index=0,
                 delta=text,
                 logprobs=[],
@@ -143,7 +239,7 @@ class ResponseEvents:
     def _close_message(self, status: str) -> list[dict[str, Any]]:
         text = "".join(self.text)
         part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-        where = {"item_id": self.message_id, "output_index": 0}
+        where = {"item_id": self.message_id, "output_index": self.message_index}
         return [
             self._event(
                 "response.output_text.done", content_index=0, text=text, logprobs=[], **where
@@ -151,7 +247,7 @@ class ResponseEvents:
             self._event("response.content_part.done", content_index=0, part=part, **where),
             self._event(
                 "response.output_item.done",
-                output_index=0,
+                output_index=self.message_index,
                 item=message_item(self.message_id, text, status),
             ),
         ]
@@ -160,16 +256,19 @@ class ResponseEvents:
         self, calls: Sequence[Mapping[str, str]], usage: Mapping[str, Any], end_status: str
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The closing events and the whole response."""
+        events = self._close_thinking()
         response = finished(self.shell, "".join(self.text), calls, usage, end_status)
-        events: list[dict[str, Any]] = []
         if not self.message_open and not calls:
             events.extend(self._open_message())
+        answer = [item for item in response["output"] if item["type"] == "message"]
         if self.message_open:
-            events.extend(self._close_message(response["output"][0]["status"]))
-        first = 1 if self.message_open else 0
-        suffix = self.shell.response_id.removeprefix("resp_")
+            events.extend(self._close_message(answer[0]["status"]))
+        output: list[dict[str, Any]] = []
+        for item in self.items:
+            output.extend(answer if item is None else [item])
+        first = len(self.items)
         for index, call in enumerate(calls):
-            item_id = f"fc_{suffix}_{index}"
+            item_id = f"fc_{self.suffix}_{index}"
             where = {"item_id": item_id, "output_index": first + index}
             added = {**call_item(item_id, call, "in_progress"), "arguments": ""}
             events.append(
@@ -188,13 +287,12 @@ class ResponseEvents:
                     **where,
                 )
             )
+            done = call_item(item_id, call)
+            output.append(done)
             events.append(
-                self._event(
-                    "response.output_item.done",
-                    output_index=first + index,
-                    item=call_item(item_id, call),
-                )
+                self._event("response.output_item.done", output_index=first + index, item=done)
             )
+        response["output"] = output
         kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
         events.append(self._event(kind, response=response))
         return events, response
@@ -215,7 +313,11 @@ def replay(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = events.opening()
     calls: list[dict[str, str]] = []
     for item in body.get("output") or []:
-        if item.get("type") == "message":
+        if item.get("type") == "reasoning":
+            summary = "".join(str(p.get("text", "")) for p in item.get("summary") or [])
+            out.extend(events.reasoning(summary))
+            out.extend(events._close_thinking())
+        elif item.get("type") == "message":
             for part in item.get("content") or []:
                 out.extend(events.delta(str(part.get("text", ""))))
         elif item.get("type") == "function_call":

@@ -82,6 +82,21 @@ class ThreadItem:
     tool_call_id: str | None = None
     name: str | None = None
     status: str | None = None
+    #: The signed reasoning blocks the model returned with its calls (metadata
+    #: `reasoning`), which an upstream that signs them wants back (models/base.py).
+    reasoning: tuple[dict[str, Any], ...] = ()
+
+
+def signed_reasoning(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The reasoning blocks of a kept reply that carry a signature."""
+    found = metadata.get("reasoning")
+    if not isinstance(found, list):
+        return ()
+    return tuple(
+        {"text": str(b.get("text", "")), "signature": b["signature"]}
+        for b in found
+        if isinstance(b, dict) and isinstance(b.get("signature"), str)
+    )
 
 
 def _result_status(message: Message) -> str:
@@ -104,7 +119,16 @@ def paired_groups(messages: Sequence[Message], max_result_chars: int) -> list[li
             groups.append([ThreadItem(message.role.value, message.content, message.message_id)])
             i += 1
             continue
-        group = [ThreadItem("assistant", message.content, message.message_id, tool_calls=calls)]
+        reasoning = signed_reasoning(message.metadata)
+        group = [
+            ThreadItem(
+                "assistant",
+                message.content,
+                message.message_id,
+                tool_calls=calls,
+                reasoning=reasoning,
+            )
+        ]
         results: dict[str, Message] = {}
         j = i + 1
         while j < n and messages[j].role is Role.TOOL:
@@ -165,13 +189,16 @@ def flatten(groups: Sequence[Sequence[ThreadItem]]) -> Iterator[ThreadItem]:
 def to_wire(item: ThreadItem) -> dict[str, Any]:
     """The provider-neutral wire message (models/base.py) for one item."""
     if item.tool_calls:
-        return {
+        wire: dict[str, Any] = {
             "role": "assistant",
             "content": item.content,
             "tool_calls": [
                 {"id": c.call_id, "name": c.name, "arguments": c.arguments} for c in item.tool_calls
             ],
         }
+        if item.reasoning:
+            wire["reasoning"] = [dict(block) for block in item.reasoning]
+        return wire
     if item.tool_call_id is not None:
         return {
             "role": "tool",

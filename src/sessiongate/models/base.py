@@ -3,7 +3,10 @@
 A request is a list of provider-neutral wire messages plus `ModelOptions` (the tools
 offered, `tool_choice`, a JSON response format). Each adapter translates both into its
 provider's own shapes. A model streams `TextDelta`s, whole `ToolCallChunk`s (the adapter
-assembles argument deltas, keeping parallel calls apart) and, last, its `Usage`.
+assembles argument deltas, keeping parallel calls apart) and, last, its `Usage`. Adapters
+that see them also stream `ReasoningDelta`s (the model's reasoning text, apart from the
+answer) and, before the usage, a `StopReason` when the model stopped for a reason a client
+must hear (`length`: the output token limit).
 
 Wire messages (plain dicts, so the hot text path builds no objects):
 
@@ -13,6 +16,10 @@ Wire messages (plain dicts, so the hot text path builds no objects):
 - an assistant message that asked for tools: `{"role": "assistant", "content": str,
   "tool_calls": [{"id": str, "name": str, "arguments": <JSON text>}]}`
 - a tool result: `{"role": "tool", "tool_call_id": str, "name": str, "content": str}`
+- an assistant message may carry the reasoning the model returned with it:
+  `"reasoning": [{"text": str, "signature": str | None}]`. The Anthropic adapter replays
+  signed blocks as thinking blocks (the API requires them back in a tool-use turn);
+  chat-completions servers take no reasoning back, so that adapter leaves it out.
 """
 
 from __future__ import annotations
@@ -28,6 +35,25 @@ from sessiongate.core.tool_calls import ToolSpec as ToolSpec
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (chat-completions `reasoning_content` or
+    `reasoning` deltas; Anthropic thinking). `signature` is Anthropic's signature of the
+    thinking block so far (sent once, at the block's end): the block is replayed with it,
+    or the upstream refuses it."""
+
+    text: str
+    signature: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StopReason:
+    """Why the model stopped, when it matters to the client: `length` (it reached the
+    request's `max_output_tokens`, or its own limit). Sent once, before `Usage`."""
+
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +115,15 @@ class ModelOptions:
     #: adapter keeps only this much of a call's arguments and counts the rest; unset, it
     #: keeps up to its own ceiling (models/tool_arguments.py). Never sent to a provider.
     max_tool_argument_chars: int | None = None
+    #: The most tokens the reply may have (a Responses API `max_output_tokens`): sent as
+    #: the provider takes it (chat-completions `max_tokens` or `max_completion_tokens`,
+    #: Anthropic `max_tokens`). Unset: the provider's (or adapter's) own limit.
+    max_output_tokens: int | None = None
 
 
 NO_OPTIONS = ModelOptions()
 
-ModelChunk = TextDelta | ToolCallChunk | Usage
+ModelChunk = TextDelta | ToolCallChunk | Usage | ReasoningDelta | StopReason
 WireMessage = Mapping[str, Any]
 
 

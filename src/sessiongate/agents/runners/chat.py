@@ -95,7 +95,7 @@ async def finish(turn: AgentTurn, step: StepResult, usage: Usage, extra: dict[st
     if step.reply.full:
         metadata["truncated"] = True
     message = await turn.append(Role.ASSISTANT, step.text, metadata)
-    status = "truncated" if step.reply.full else "complete"
+    status = "truncated" if step.reply.full or step.stop == "length" else "complete"
     turn.handle.emit(EndEvent(message.message_id, message.seq, usage.to_dict(), status))
 
 
@@ -161,14 +161,17 @@ async def run_chat(
         }
         if len(step.calls) > len(calls):
             kept["dropped_tool_calls"] = len(step.calls) - len(calls)
+        if step.reasoning:
+            kept["reasoning"] = step.reasoning
         await turn.append(Role.ASSISTANT, step.text, kept)
-        wire.append(
-            {
-                "role": "assistant",
-                "content": step.text,
-                "tool_calls": [c.to_wire() for c in calls],
-            }
-        )
+        asked: dict[str, Any] = {
+            "role": "assistant",
+            "content": step.text,
+            "tool_calls": [c.to_wire() for c in calls],
+        }
+        if step.reasoning:  # signed thinking goes back to the upstream (models/base.py)
+            asked["reasoning"] = step.reasoning
+        wire.append(asked)
         results = await run_calls(turn, tools, calls, tool_context)
         wire.extend(result_wire(r, agent.max_tool_result_chars) for r in results)
         signatures.append(tuple(sorted((c.record.name, c.record.arguments) for c in calls)))

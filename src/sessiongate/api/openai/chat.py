@@ -44,6 +44,7 @@ from sessiongate.core.events import (
     HandoffEvent,
     MemoryEvent,
     PlanEvent,
+    ReasoningEvent,
     RotationEvent,
     RouteEvent,
     StartEvent,
@@ -414,6 +415,8 @@ class _Completion:
                     pass  # the session ids ride in the response headers
                 case AudioPartEvent():
                     pass  # parts are for players; this route never speaks (no `speak`)
+                case ReasoningEvent():
+                    pass  # only the Responses API asks for reasoning
                 case _:
                     assert_never(event)
         yield b"data: [DONE]\n\n"

@@ -12,7 +12,14 @@ from fastapi.responses import JSONResponse
 
 from sessiongate.api.openai.response_journal import JournalEntry
 from sessiongate.core.conversation import render_notice
-from sessiongate.core.events import EndEvent, ErrorEvent, RotationEvent, TokenEvent, TurnEvent
+from sessiongate.core.events import (
+    EndEvent,
+    ErrorEvent,
+    ReasoningEvent,
+    RotationEvent,
+    TokenEvent,
+    TurnEvent,
+)
 from sessiongate.core.response_events import ResponseEvents, ResponseShell, replay
 
 #: What runs with the finished response object (keeping it), before it is sent.
@@ -102,6 +109,9 @@ async def response_events(
         match turn_event:
             case TokenEvent():
                 for event in numbered.delta(turn_event.content):
+                    yield event
+            case ReasoningEvent():
+                for event in numbered.reasoning(turn_event.content, turn_event.signature):
                     yield event
             case RotationEvent():
                 notice = render_notice(notice_template, str(turn_event.reason))

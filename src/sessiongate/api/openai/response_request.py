@@ -8,14 +8,19 @@ from typing import Any
 
 import orjson
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from sessiongate.api.openai.response_render import OpenAIError
 from sessiongate.core.conversation import ClientMessage, chain
 
+#: The largest `max_output_tokens` taken (no model writes more in one reply).
+MAX_OUTPUT_TOKENS = 1_000_000
+#: What `include` asks for that the gateway has: reasoning signatures (Anthropic's).
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+
 
 class ResponseRequest(BaseModel):
-    # Sampling parameters, `reasoning`, `include` and the like are accepted and ignored.
+    # Sampling parameters, `reasoning` and the like are accepted and ignored.
     model_config = ConfigDict(extra="allow")
     model: str = Field(min_length=1, max_length=200)
     input: str | list[dict[str, Any]] = Field(max_length=10_000)
@@ -29,7 +34,9 @@ class ResponseRequest(BaseModel):
     tools: list[dict[str, Any]] | None = Field(None, max_length=128)
     tool_choice: str | dict[str, Any] | None = None
     text: dict[str, Any] | None = None
-    max_output_tokens: int | None = Field(None, ge=1)
+    # OpenAI's own bounds: at least 16; at most what any model's window holds.
+    max_output_tokens: StrictInt | None = Field(None, ge=16, le=MAX_OUTPUT_TOKENS)
+    include: list[str] | None = Field(None, max_length=32)
     parallel_tool_calls: bool = True
     prompt_cache_key: str | None = Field(None, max_length=512)
 

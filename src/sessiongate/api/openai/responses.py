@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from sessiongate.api.auth import CurrentUser, caller_for
+from sessiongate.api.errors import error_headers
 from sessiongate.api.openai import response_background
 from sessiongate.api.openai.messages import fit_client_tools, parse_request
 from sessiongate.api.openai.response_background import BackgroundTurn, start_background
@@ -39,6 +41,7 @@ from sessiongate.api.openai.response_render import (
     sse_of,
 )
 from sessiongate.api.openai.response_request import (
+    ENCRYPTED_REASONING,
     ResponseRequest,
     client_id_of,
     continuing,
@@ -62,7 +65,7 @@ from sessiongate.core.responses import (
 )
 from sessiongate.core.users import Caller
 from sessiongate.errors import SessionGateError
-from sessiongate.models.base import capabilities_of
+from sessiongate.models.base import NO_OPTIONS, capabilities_of
 from sessiongate.service.conversation.client_turn import ClientTurn
 from sessiongate.service.conversation.locate import derived_key
 from sessiongate.service.engine import Engine
@@ -115,7 +118,9 @@ async def create_response(
     except InvalidResponseInput as exc:
         return openai_error(400, exc.message, "invalid_value", exc.param)
     except SessionGateError as exc:
-        return openai_error(exc.status, exc.message, exc.code)
+        answer = openai_error(exc.status, exc.message, exc.code)
+        answer.headers.update(error_headers(exc))  # Retry-After over a quota
+        return answer
 
 
 async def _create(
@@ -186,6 +191,10 @@ async def _create(
         max_attachment_bytes=limits.max_attachment_bytes,
     )
     parsed, tools_note = fit_client_tools(agent, capabilities_of(model).tools, parsed)
+    if body.max_output_tokens is not None:
+        # The limit goes upstream with the one model call a client's options make.
+        limited = replace(parsed.options or NO_OPTIONS, max_output_tokens=body.max_output_tokens)
+        parsed = replace(parsed, options=limited)
     headers = dict(tools_note)
     metadata = dict(body.metadata or {})
     if tools.dropped:
@@ -203,6 +212,7 @@ async def _create(
         turn_id = engine.sessions.ids.new()
         wire = stateless_wire(agent, parsed.system, parsed.wire)
         handle = conversations.stateless.start(turn_id, agent, wire, parsed.options)
+        handle.reasoning_events = True  # before its task first runs
         events = handle.events()
         first = await anext(events)
         if isinstance(first, ErrorEvent):
@@ -227,6 +237,7 @@ async def _create(
             agent=agent.name,
             admitted=True,
             attachments=parsed.attachments,
+            reasoning_events=True,
             client=ClientTurn(parsed.messages, identity, parsed.system, parsed.options, hashes),
         )
         handle, first, events = await begin_turn(engine, inbound, idempotent)
@@ -248,6 +259,7 @@ async def _create(
         store=body.store,
         parallel_tool_calls=body.parallel_tool_calls,
         conversation=None if start is None else conversation_id_of(body.conversation),
+        encrypted_reasoning=ENCRYPTED_REASONING in (body.include or ()),
     )
     keep = body.store and not stateless
     items = listed_items(body.input, response_id)

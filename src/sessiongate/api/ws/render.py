@@ -20,6 +20,7 @@ from sessiongate.core.events import (
     HandoffEvent,
     MemoryEvent,
     PlanEvent,
+    ReasoningEvent,
     RotationEvent,
     RouteEvent,
     StartEvent,
@@ -78,6 +79,8 @@ def render(event: TurnEvent, key: str) -> dict[str, Any] | None:
             return {**event_to_dict(event), "timestamp": now_iso()}
         case StartEvent():
             return None  # seed 001's protocol has no start frame
+        case ReasoningEvent():
+            return None  # only the Responses API asks for reasoning
         case _:
             assert_never(event)
 

@@ -44,6 +44,8 @@ from sessiongate.models.base import (
     ModelCapabilities,
     ModelChunk,
     ModelOptions,
+    ReasoningDelta,
+    StopReason,
     TextDelta,
     ToolCallChunk,
     Usage,
@@ -136,8 +138,9 @@ class AnthropicModel:
             system = f"{system}\n\n{instruction}" if system else instruction
         fields = tool_fields(options)
         max_argument_chars = argument_limit(options)
+        max_tokens = options.max_output_tokens or self.max_tokens
         return stream_with_retries(
-            lambda: self._attempt(system, turns, fields, messages, max_argument_chars),
+            lambda: self._attempt(system, turns, fields, messages, max_argument_chars, max_tokens),
             self._classify,
             self._policy,
             label=self.label,
@@ -153,10 +156,11 @@ class AnthropicModel:
         fields: dict[str, Any],
         messages: Sequence[WireMessage],
         max_argument_chars: int,
+        max_tokens: int,
     ) -> AsyncGenerator[ModelChunk, None]:
         payload: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
+            "max_tokens": max_tokens,
             "messages": turns,
             "stream": True,
         }
@@ -189,8 +193,18 @@ class AnthropicModel:
                     if delta_kind == "input_json_delta":
                         calls.add(event, delta.get("partial_json"))
                         continue
+                    if delta_kind == "thinking_delta":
+                        thought = delta.get("thinking")
+                        if isinstance(thought, str) and thought:
+                            yield ReasoningDelta(thought)
+                        continue
+                    if delta_kind == "signature_delta":
+                        signature = delta.get("signature")
+                        if isinstance(signature, str) and signature:
+                            yield ReasoningDelta("", signature=signature)
+                        continue
                     if delta_kind != "text_delta":
-                        continue  # thinking deltas are not reply text
+                        continue  # other deltas (citations, …) are not reply text
                     text = delta.get("text")
                     if not isinstance(text, str):
                         raise BadChunk("a text_delta without text")
@@ -233,6 +247,8 @@ class AnthropicModel:
         # A block the stream never closed, though the model said it had stopped.
         for call in calls.rest():
             yield call
+        if stop_reason == "max_tokens":
+            yield StopReason("length")
         full = "".join(parts) + calls.argument_text()
         yield Usage(
             prompt_tokens=prompt if prompt is not None else _estimate(system, messages),

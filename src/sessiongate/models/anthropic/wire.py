@@ -90,9 +90,12 @@ def _user(content: object) -> Content:
 def _assistant(message: WireMessage) -> Content:
     text = text_of(message.get("content", ""))
     calls = message.get("tool_calls")
-    if not calls:
+    thinking = _thinking(message.get("reasoning"))
+    if not calls and not thinking:
         return text
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
+    blocks: list[dict[str, Any]] = [*thinking]
+    if text.strip():
+        blocks.append({"type": "text", "text": text})
     blocks += [
         {
             "type": "tool_use",
@@ -100,8 +103,21 @@ def _assistant(message: WireMessage) -> Content:
             "name": str(call.get("name", "")),
             "input": _input(call.get("arguments")),
         }
-        for call in calls
+        for call in calls or ()
     ]
+    return blocks
+
+
+def _thinking(reasoning: object) -> list[dict[str, Any]]:
+    """The signed thinking blocks an assistant message carries, replayed first in its
+    content as the API requires; a block without a signature is not taken back."""
+    blocks: list[dict[str, Any]] = []
+    for block in reasoning if isinstance(reasoning, list) else ():
+        if not isinstance(block, Mapping):
+            continue
+        text, signature = block.get("text"), block.get("signature")
+        if isinstance(text, str) and isinstance(signature, str) and signature:
+            blocks.append({"type": "thinking", "thinking": text, "signature": signature})
     return blocks
 
 

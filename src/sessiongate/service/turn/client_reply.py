@@ -94,7 +94,7 @@ async def run_client_reply(
         metadata[CLIENT_TOOLS] = True
         handle.tool_calls = [r.to_metadata() for r in records]
     message = await append(Role.ASSISTANT, step.text, metadata)
-    status = "truncated" if step.reply.full else "complete"
+    status = "truncated" if step.reply.full or step.stop == "length" else "complete"
     handle.emit(EndEvent(message.message_id, message.seq, step.usage.to_dict(), status))
 
 
@@ -165,7 +165,7 @@ class StatelessReplies:
                 records = client_call_records(step.calls, handle.turn_id)
                 handle.tool_calls = [r.to_metadata() for r in records]
             handle.reply_text = step.text
-            status = "truncated" if step.reply.full else "complete"
+            status = "truncated" if step.reply.full or step.stop == "length" else "complete"
             handle.emit(EndEvent(None, 0, step.usage.to_dict(), status))
         except StepCut as cut:
             error = cut.error

@@ -50,6 +50,8 @@ class InboundTurn:
     admitted: bool = False
     #: Stream the model's reasoning as `reasoning` events (the Responses API).
     reasoning_events: bool = False
+    #: Stream the model's reasoning as `reasoning` events (the Responses API).
+    reasoning_events: bool = False
 
 
     #: The request was counted against the caller's quotas (service/quotas.py).
@@ -121,6 +123,9 @@ class TurnHandle:
         #: The client's own tools the model asked for (an OpenAI client runs them):
         #: `{id, name, arguments}` each (service/turn/client_reply.py).
         self.tool_calls: list[dict[str, str]] = []
+        #: Emit the model's reasoning as `ReasoningEvent`s (the Responses API asks;
+        #: set before the turn's task first runs).
+        self.reasoning_events = False
         #: Emit the model's reasoning as `ReasoningEvent`s (the Responses API asks;
         #: set before the turn's task first runs).
         self.reasoning_events = False

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessiongate.core.context import OFFLINE
-from sessiongate.core.events import TokenEvent
+from sessiongate.core.events import ReasoningEvent, TokenEvent
 from sessiongate.errors import ModelError
 from sessiongate.models.base import (
     NO_OPTIONS,
     ModelOptions,
+    ReasoningDelta,
     ReplyModel,
+    StopReason,
     TextDelta,
     ToolCallChunk,
     Usage,
@@ -63,6 +65,31 @@ class ReplyText:
         return "".join(self.parts)
 
 
+class Reasoning:
+    """The model's reasoning as it streams: blocks of text, each closed by a signature
+    when the upstream signs them (Anthropic), kept with the reply (metadata `reasoning`)."""
+
+    __slots__ = ("blocks",)
+
+    def __init__(self) -> None:
+        self.blocks: list[dict[str, Any]] = []
+
+    def add(self, delta: ReasoningDelta) -> None:
+        if not self.blocks or self.blocks[-1]["signature"] is not None:
+            self.blocks.append({"text": "", "signature": None})
+        block = self.blocks[-1]
+        block["text"] += delta.text
+        if delta.signature is not None:
+            block["signature"] = delta.signature
+
+    def kept(self) -> list[dict[str, Any]]:
+        """The blocks as metadata keeps them (no signature key when there is none)."""
+        return [
+            {"text": b["text"], **({"signature": b["signature"]} if b["signature"] else {})}
+            for b in self.blocks
+        ]
+
+
 @dataclass(slots=True)
 class StepResult:
     model: str
@@ -73,6 +100,10 @@ class StepResult:
     failed: tuple[str, ...] = ()
     #: The offline stand-in answered (models/offline.py), not a model.
     offline: bool = False
+    #: What the model reasoned before answering (its blocks as metadata keeps them).
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    #: Why the model stopped when a client must hear it (`length`), else None.
+    stop: str | None = None
 
     @property
     def text(self) -> str:
@@ -86,6 +117,10 @@ class StepResult:
             marks.update(fallback=True, failed_models=list(self.failed))
         if self.offline:
             marks[OFFLINE] = True
+        if self.reasoning:
+            marks["reasoning"] = self.reasoning
+        if self.stop is not None:
+            marks["stop_reason"] = self.stop
         return marks
 
 
@@ -148,6 +183,8 @@ async def stream_step(
         reply = ReplyText(max_reply_chars)
         usage = Usage()
         calls: list[ToolCallChunk] = []
+        reasoning = Reasoning()
+        stop: str | None = None
         handle.model = name
         handle.offline = offline
         asked = time.perf_counter()
@@ -169,6 +206,12 @@ async def stream_step(
                         break
                 elif isinstance(chunk, ToolCallChunk):
                     calls.append(chunk)
+                elif isinstance(chunk, ReasoningDelta):
+                    reasoning.add(chunk)
+                    if emit_tokens and handle.reasoning_events:
+                        handle.emit(ReasoningEvent(chunk.text, chunk.signature))
+                elif isinstance(chunk, StopReason):
+                    stop = chunk.reason
                 else:
                     usage = chunk
             if isinstance(stream, AsyncGenerator):
@@ -185,6 +228,6 @@ async def stream_step(
             if reply.parts:
                 raise StepCut(name, reply, "cancelled", None, offline=offline) from exc
             raise
-        return StepResult(name, reply, usage, calls, tuple(failed), offline)
+        return StepResult(name, reply, usage, calls, tuple(failed), offline, reasoning.kept(), stop)
     assert last_error is not None
     raise last_error

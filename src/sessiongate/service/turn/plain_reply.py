@@ -65,7 +65,7 @@ async def stream_plain_reply(
             metadata["appended"] = extra
             text += extra
     message = await append(Role.ASSISTANT, text, metadata)
-    status = "truncated" if step.reply.full else "complete"
+    status = "truncated" if step.reply.full or step.stop == "length" else "complete"
     handle.emit(EndEvent(message.message_id, message.seq, step.usage.to_dict(), status))
 
 
