@@ -107,8 +107,6 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     engine.turns.on_turn(metrics.turn)
     engine.turns.on_turn(log_turn)
     engine.sessions.on_rotation(log_rotation)
-    if engine.turns.quotas is not None:
-        engine.turns.quotas.on_refusal(metrics.quota_refused)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -28,7 +28,6 @@ OWNED_TABLES: tuple[tuple[str, str], ...] = (
     ("users", "name"),
 )
 
-    ("quota_counters", "user_name"),
 
 class UserErasureStore(Protocol):
     async def erase_owner_rows(self, owner: str) -> dict[str, int]:
