@@ -122,14 +122,6 @@ class OpenAIChatModel:
             if base_url is None or "api.openai.com" in base_url
             else "max_tokens"
         )
-        # OpenAI's own API takes `max_completion_tokens` (its reasoning models refuse
-        # `max_tokens`); the compatible servers (vLLM, llama.cpp, Ollama, LM Studio) all
-        # take `max_tokens`.
-        self._limit_field = (
-            "max_completion_tokens"
-            if base_url is None or "api.openai.com" in base_url
-            else "max_tokens"
-        )
         self._key = api_key
         self._key_hint = key_hint(name, api_key_env)
         self._policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
@@ -160,8 +152,6 @@ class OpenAIChatModel:
         # After the fixed fields, and only what `options` ask for: a text-only request's
         # body stays byte for byte what it was.
         payload.update(option_fields(options))
-        if options.max_output_tokens is not None:
-            payload[self._limit_field] = options.max_output_tokens
         if options.max_output_tokens is not None:
             payload[self._limit_field] = options.max_output_tokens
         max_argument_chars = argument_limit(options)

@@ -48,16 +48,12 @@ class InboundTurn:
     #: The caller was found allowed to run `agent` (service/agent_access.py), which is
     #: then always set; a turn not admitted is checked when it starts.
     admitted: bool = False
-    #: Stream the model's reasoning as `reasoning` events (the Responses API).
-    reasoning_events: bool = False
-    #: Stream the model's reasoning as `reasoning` events (the Responses API).
-    reasoning_events: bool = False
-
-
     #: The request was counted against the caller's quotas (service/quotas.py).
     counted: bool = False
     #: Stream the model's reasoning as `reasoning` events (the Responses API).
     reasoning_events: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class TurnOutcome:
     """How a turn ended, for metrics and hooks."""
@@ -123,9 +119,6 @@ class TurnHandle:
         #: The client's own tools the model asked for (an OpenAI client runs them):
         #: `{id, name, arguments}` each (service/turn/client_reply.py).
         self.tool_calls: list[dict[str, str]] = []
-        #: Emit the model's reasoning as `ReasoningEvent`s (the Responses API asks;
-        #: set before the turn's task first runs).
-        self.reasoning_events = False
         #: Emit the model's reasoning as `ReasoningEvent`s (the Responses API asks;
         #: set before the turn's task first runs).
         self.reasoning_events = False
