@@ -23,8 +23,15 @@ from sessiongate.store.base import Store
 
 # The longest line an import may hold: the HTTP layer reads an import's body up to it.
 from sessiongate.store.exchange import MAX_LINE_BYTES as MAX_LINE_BYTES
-from sessiongate.store.exchange import ChainParser, ChainRecords, retarget
-from sessiongate.store.export_format import key_line, message_line, rotation_line, segment_line
+from sessiongate.store.exchange import ChainParser, ChainRecords, PinRecord, retarget
+from sessiongate.store.export_format import (
+    compaction_line,
+    key_line,
+    message_line,
+    pin_line,
+    rotation_line,
+    segment_line,
+)
 from sessiongate.store.locks import KeyLocks
 
 #: Messages read per query while an export streams.
@@ -137,6 +144,28 @@ async def export_lines(
             after = page[-1].seq
     for rotation in rotations:
         yield rotation_line(rotation)
+    async for line in working_set_lines(store, segments):
+        yield line
+
+
+async def working_set_lines(store: Store, segments: list[Segment]) -> AsyncIterator[str]:
+    """The segments' compaction records and pins (docs/working_set.md), only those within
+    the messages the snapshot saw (a compaction written since covers later ones)."""
+    from sessiongate.service.compaction import compaction_store
+    from sessiongate.service.pins import pin_store
+
+    records, pins = compaction_store(store), pin_store(store)
+    for segment in segments:
+        if records is not None:
+            for record in await records.for_segment(segment.session_id):
+                if record.last_seq <= segment.message_count:
+                    yield compaction_line(record)
+    for segment in segments:
+        if pins is not None:
+            times = await pins.pin_times(segment.session_id)
+            for seq in sorted(times):
+                if seq <= segment.message_count:
+                    yield pin_line(PinRecord(segment.session_id, seq, times[seq]))
 
 
 async def read_chain(

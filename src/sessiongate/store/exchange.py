@@ -2,7 +2,8 @@
 store/export_format.py).
 
 Line 1 is the key header; then each segment (oldest first) followed by its messages; then
-the rotation log. Parsing validates every line and the chain as a whole before anything is
+the rotation log; then the working set's compaction records and pins (older exports have
+none). Parsing validates every line and the chain as a whole before anything is
 written, and names the 1-based line of the first problem.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -30,6 +32,7 @@ from sessiongate.core.segments import (
 )
 from sessiongate.core.titles import validate_title
 from sessiongate.core.users import validate_user_name
+from sessiongate.core.working_set import CompactionRecord
 from sessiongate.errors import ImportFormatError, SessionGateError
 
 FORMAT_NAME = "sessiongate.chain"
@@ -51,6 +54,16 @@ class ChainRecords:
     segments: list[Segment]
     messages: list[Message]
     rotations: list[RotationRecord] = field(default_factory=list)
+    #: The working set's records and pins (docs/working_set.md), oldest first.
+    compactions: list[CompactionRecord] = field(default_factory=list)
+    pins: list[PinRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class PinRecord:
+    session_id: str
+    seq: int
+    created_at: datetime
 
 
 class _Strict(BaseModel):
@@ -107,9 +120,32 @@ class _RotationLine(_Strict):
     in_place: bool
 
 
-_Line = Annotated[
-    _KeyLine | _SegmentLine | _MessageLine | _RotationLine, Field(discriminator="type")
-]
+class _CompactionLine(_Strict):
+    type: Literal["compaction"]
+    compaction_id: str = Field(min_length=1, max_length=200)
+    session_id: str
+    first_seq: int = Field(ge=1, le=MAX_STORED_INT)
+    last_seq: int = Field(ge=1, le=MAX_STORED_INT)
+    count: int = Field(ge=1, le=MAX_STORED_INT)
+    summary: str
+    model: str = Field(max_length=200)
+    tokens_before: int = Field(ge=0, le=MAX_STORED_INT)
+    tokens_after: int = Field(ge=0, le=MAX_STORED_INT)
+    created_at: AwareDatetime
+    previous_compaction_id: str | None = Field(max_length=200)
+    instructions: str | None
+    reverted: bool
+
+
+class _PinLine(_Strict):
+    type: Literal["pin"]
+    session_id: str
+    seq: int = Field(ge=1, le=MAX_STORED_INT)
+    created_at: AwareDatetime
+
+
+_AnyLine = _KeyLine | _SegmentLine | _MessageLine | _RotationLine | _CompactionLine | _PinLine
+_Line = Annotated[_AnyLine, Field(discriminator="type")]
 # JSON mode: strict types, but datetimes and enums may come as strings.
 _LINE_ADAPTER: TypeAdapter[_Line] = TypeAdapter(_Line)
 
@@ -173,11 +209,13 @@ class _ChainBuilder:
         self.segment_counts: dict[str, int] = {}
         self.messages: list[Message] = []
         self.rotations: list[RotationRecord] = []
+        self.compactions: list[CompactionRecord] = []
+        self.pins: list[PinRecord] = []
 
     def fail(self, message: str) -> ImportFormatError:
         return ImportFormatError(message, line=self.line_number)
 
-    def add(self, line: _KeyLine | _SegmentLine | _MessageLine | _RotationLine) -> None:
+    def add(self, line: _AnyLine) -> None:
         if isinstance(line, _KeyLine):
             if self.header is not None or self.segments:
                 raise self.fail("the key header must be the first line, and only once")
@@ -193,8 +231,52 @@ class _ChainBuilder:
             self._add_segment(line)
         elif isinstance(line, _MessageLine):
             self._add_message(line)
-        else:
+        elif isinstance(line, _RotationLine):
             self._add_rotation(line)
+        elif isinstance(line, _CompactionLine):
+            self._add_compaction(line)
+        else:
+            self._add_pin(line)
+
+    def _after_messages(self, session_id: str, last_seq: int, what: str) -> None:
+        """A working-set line names a segment already read and messages it holds."""
+        if session_id not in self.segment_counts:
+            raise self.fail(f"{what} refers to unknown segment {session_id}")
+        if last_seq > self.segment_counts[session_id]:
+            raise self.fail(f"{what} refers to message {last_seq}, past its segment's last")
+
+    def _add_compaction(self, line: _CompactionLine) -> None:
+        self._after_messages(line.session_id, line.last_seq, "compaction")
+        if line.first_seq > line.last_seq:
+            raise self.fail("a compaction's first_seq is after its last_seq")
+        if any(c.compaction_id == line.compaction_id for c in self.compactions):
+            raise self.fail(f"compaction {line.compaction_id} appears twice")
+        for text in (line.summary, line.instructions or ""):
+            if "\x00" in text or len(text) > self.max_content_chars:
+                raise self.fail("a compaction's text is too long or holds a NUL character")
+        self.compactions.append(
+            CompactionRecord(
+                compaction_id=line.compaction_id,
+                session_id=line.session_id,
+                first_seq=line.first_seq,
+                last_seq=line.last_seq,
+                count=line.count,
+                summary=line.summary,
+                model=line.model,
+                tokens_before=line.tokens_before,
+                tokens_after=line.tokens_after,
+                created_at=line.created_at,
+                previous_compaction_id=line.previous_compaction_id,
+                instructions=line.instructions,
+                reverted=line.reverted,
+            )
+        )
+
+    def _add_pin(self, line: _PinLine) -> None:
+        self._after_messages(line.session_id, line.seq, "pin")
+        if any(p.session_id == line.session_id and p.seq == line.seq for p in self.pins):
+            raise self.fail(f"message {line.session_id}:{line.seq} is pinned twice")
+        self.pins.append(PinRecord(line.session_id, line.seq, line.created_at))
 
     def _add_segment(self, line: _SegmentLine) -> None:
         if self.rotations:
@@ -318,6 +400,8 @@ class _ChainBuilder:
             segments=segments,
             messages=self.messages,
             rotations=self.rotations,
+            compactions=self.compactions,
+            pins=self.pins,
         )
 
 
@@ -349,6 +433,8 @@ def retarget(records: ChainRecords, key: KeyRef) -> ChainRecords:
         segments=[replace(s, key=key) for s in records.segments],
         messages=records.messages,
         rotations=[replace(r, key=key) for r in records.rotations],
+        compactions=records.compactions,
+        pins=records.pins,
     )
 
 
@@ -380,5 +466,30 @@ def remap_session_ids(
         rotations=[
             replace(r, from_session_id=fix(r.from_session_id), to_session_id=fix(r.to_session_id))
             for r in records.rotations
+        ],
+        compactions=[replace(c, session_id=fix(c.session_id)) for c in records.compactions],
+        pins=[replace(p, session_id=fix(p.session_id)) for p in records.pins],
+    )
+
+
+def remap_compaction_ids(
+    records: ChainRecords, taken: Collection[str], new_id: Callable[[], str]
+) -> ChainRecords:
+    """Give every compaction record whose id is `taken` a fresh one (and the records that
+    fold it their new `previous_compaction_id`); free ids are kept."""
+    mapping = {c.compaction_id: new_id() for c in records.compactions if c.compaction_id in taken}
+    if not mapping:
+        return records
+    return replace(
+        records,
+        compactions=[
+            replace(
+                c,
+                compaction_id=mapping.get(c.compaction_id, c.compaction_id),
+                previous_compaction_id=None
+                if c.previous_compaction_id is None
+                else mapping.get(c.previous_compaction_id, c.previous_compaction_id),
+            )
+            for c in records.compactions
         ],
     )

@@ -1,8 +1,9 @@
 """Rendering a chain as JSON Lines, the format store/exchange.py reads back.
 
 Line 1 is the key header; then each segment (oldest first) followed by its messages; then
-the rotation log. One renderer per line type, so an export can be streamed page by page
-(service/session_exchange.py) as well as built from a whole `ChainRecords`.
+the rotation log; then the working set's compaction records and pins. One renderer per
+line type, so an export can be streamed page by page (service/session_exchange.py) as
+well as built from a whole `ChainRecords`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sessiongate.core.segments import Message, RotationRecord, Segment, SessionKeyRecord
-from sessiongate.store.exchange import FORMAT_NAME, FORMAT_VERSION, ChainRecords
+from sessiongate.core.working_set import CompactionRecord
+from sessiongate.store.exchange import FORMAT_NAME, FORMAT_VERSION, ChainRecords, PinRecord
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -34,6 +36,10 @@ def export_lines(records: ChainRecords) -> Iterator[str]:
             yield message_line(m)
     for r in records.rotations:
         yield rotation_line(r)
+    for c in records.compactions:
+        yield compaction_line(c)
+    for p in records.pins:
+        yield pin_line(p)
 
 
 def _dump(obj: dict[str, Any]) -> str:
@@ -104,4 +110,31 @@ def rotation_line(r: RotationRecord) -> str:
             "deciding_model": r.deciding_model,
             "in_place": r.in_place,
         }
+    )
+
+
+def compaction_line(c: CompactionRecord) -> str:
+    return _dump(
+        {
+            "type": "compaction",
+            "compaction_id": c.compaction_id,
+            "session_id": c.session_id,
+            "first_seq": c.first_seq,
+            "last_seq": c.last_seq,
+            "count": c.count,
+            "summary": c.summary,
+            "model": c.model,
+            "tokens_before": c.tokens_before,
+            "tokens_after": c.tokens_after,
+            "created_at": _iso(c.created_at),
+            "previous_compaction_id": c.previous_compaction_id,
+            "instructions": c.instructions,
+            "reverted": c.reverted,
+        }
+    )
+
+
+def pin_line(p: PinRecord) -> str:
+    return _dump(
+        {"type": "pin", "session_id": p.session_id, "seq": p.seq, "created_at": _iso(p.created_at)}
     )

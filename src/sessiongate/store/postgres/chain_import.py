@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from sessiongate.core.segments import Message, Segment
 from sessiongate.errors import KeyExists
-from sessiongate.store.exchange import ChainRecords, remap_session_ids
+from sessiongate.store.compactions import COLUMNS as COMPACTION_COLUMNS
+from sessiongate.store.exchange import ChainRecords, remap_compaction_ids, remap_session_ids
 from sessiongate.store.postgres.caps import check_key_cap
 from sessiongate.store.postgres.rows import dumps, insert_rotation, insert_segment, utc
 
@@ -104,4 +105,44 @@ async def replay_chain(
         previous = seg
     for rotation in records.rotations:
         await insert_rotation(db, rotation)
+    return await _insert_working_set(db, records, new_session_id)
+
+
+async def _insert_working_set(
+    db: Connection, records: ChainRecords, new_id: Callable[[], str]
+) -> ChainRecords:
+    """The chain's compaction records (ids already in use get fresh ones) and pins."""
+    if records.compactions:
+        taken = await db.fetch(
+            "SELECT compaction_id FROM compactions WHERE compaction_id = ANY ($1::text[])",
+            [c.compaction_id for c in records.compactions],
+        )
+        records = remap_compaction_ids(records, {row[0] for row in taken}, new_id)
+        await db.executemany(
+            f"INSERT INTO compactions ({COMPACTION_COLUMNS}) VALUES "
+            "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            [
+                (
+                    c.compaction_id,
+                    c.session_id,
+                    c.first_seq,
+                    c.last_seq,
+                    c.count,
+                    c.summary,
+                    c.model,
+                    c.tokens_before,
+                    c.tokens_after,
+                    utc(c.created_at),
+                    c.previous_compaction_id,
+                    c.instructions,
+                    c.reverted,
+                )
+                for c in records.compactions
+            ],
+        )
+    if records.pins:
+        await db.executemany(
+            "INSERT INTO pins (session_id, seq, created_at) VALUES ($1, $2, $3)",
+            [(p.session_id, p.seq, utc(p.created_at)) for p in records.pins],
+        )
     return records

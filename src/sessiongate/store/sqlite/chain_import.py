@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 from sessiongate.core.segments import Message, Segment
 from sessiongate.errors import KeyExists
-from sessiongate.store.exchange import ChainRecords, remap_session_ids
+from sessiongate.store.compactions import COLUMNS as COMPACTION_COLUMNS
+from sessiongate.store.exchange import ChainRecords, remap_compaction_ids, remap_session_ids
 from sessiongate.store.sqlite.caps import check_key_cap
 from sessiongate.store.sqlite.rows import dumps, insert_rotation, insert_segment, to_micros
 
@@ -106,4 +107,48 @@ def replay_chain(
         previous = seg
     for rotation in records.rotations:
         insert_rotation(db, rotation)
+    return _insert_working_set(db, records, new_session_id)
+
+
+def _insert_working_set(
+    db: sqlite3.Connection, records: ChainRecords, new_id: Callable[[], str]
+) -> ChainRecords:
+    """The chain's compaction records (ids already in use get fresh ones) and pins."""
+    if records.compactions:
+        ids = [c.compaction_id for c in records.compactions]
+        taken = {
+            row[0]
+            for row in db.execute(
+                "SELECT compaction_id FROM compactions WHERE compaction_id IN"
+                f" ({','.join('?' for _ in ids)})",
+                ids,
+            )
+        }
+        records = remap_compaction_ids(records, taken, new_id)
+        db.executemany(
+            f"INSERT INTO compactions ({COMPACTION_COLUMNS}) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    c.compaction_id,
+                    c.session_id,
+                    c.first_seq,
+                    c.last_seq,
+                    c.count,
+                    c.summary,
+                    c.model,
+                    c.tokens_before,
+                    c.tokens_after,
+                    to_micros(c.created_at),
+                    c.previous_compaction_id,
+                    c.instructions,
+                    int(c.reverted),
+                )
+                for c in records.compactions
+            ],
+        )
+    db.executemany(
+        "INSERT INTO pins (session_id, seq, created_at) VALUES (?, ?, ?)",
+        [(p.session_id, p.seq, to_micros(p.created_at)) for p in records.pins],
+    )
     return records
