@@ -30,7 +30,9 @@ CurrentUser = Annotated[User, Depends(current_user)]
 
 
 def caller_for(user: User) -> Caller:
-    return Caller(user.name, admin=user.admin, primary=user.primary, modes=user.modes)
+    return Caller(
+        user.name, admin=user.admin, primary=user.primary, modes=user.modes, quotas=user.quotas
+    )
 
 
 def routes_of(engine: Engine) -> RouteService:

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from sessiongate.core.quotas import QuotaExceeded
 from sessiongate.errors import SessionGateError
 
 log = logging.getLogger("sessiongate.api")
@@ -32,6 +33,13 @@ def error_response(status: int, code: str, message: str, **headers: str) -> JSON
     )
 
 
+def error_headers(exc: SessionGateError) -> dict[str, str]:
+    """The headers an error answer carries: `Retry-After` for a request over a quota."""
+    if isinstance(exc, QuotaExceeded):
+        return {"Retry-After": str(exc.retry_after)}
+    return {}
+
+
 def describe_validation(errors: list[Any]) -> tuple[str, str]:
     """(code, message) for a request validation failure, naming the fields."""
     if any(e.get("type") == "json_invalid" for e in errors):
@@ -46,7 +54,7 @@ def describe_validation(errors: list[Any]) -> tuple[str, str]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SessionGateError)
     async def gateway_error(request: Request, exc: SessionGateError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message)
+        return error_response(exc.status, exc.code, exc.message, **error_headers(exc))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -1,4 +1,4 @@
-"""Prometheus metrics: turns, rotations by reason, model latency, errors.
+"""Prometheus metrics: turns, rotations by reason, model latency, errors, quota refusals.
 
 With several worker processes (`server.workers > 1`) every worker writes its samples to
 files in the directory named by PROMETHEUS_MULTIPROC_DIR (set by `sessiongate serve`
@@ -53,6 +53,12 @@ class GatewayMetrics:
             registry=self.registry,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
         )
+        self.quota_refusals = Counter(
+            "sessiongate_quota_refusals",
+            "Requests refused over a quota (429 quota_exceeded), by quota",
+            ["quota"],
+            registry=self.registry,
+        )
         self.websockets = Gauge(
             "sessiongate_websocket_connections",
             "Open WebSockets",
@@ -63,6 +69,9 @@ class GatewayMetrics:
 
     def rotation(self, record: RotationRecord) -> None:
         self.rotations.labels(record.reason.value).inc()
+
+    def quota_refused(self, kind: str) -> None:
+        self.quota_refusals.labels(kind).inc()
 
     def turn(self, outcome: TurnOutcome) -> None:
         self.turns.labels(outcome.agent, outcome.status).inc()

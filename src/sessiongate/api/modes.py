@@ -4,7 +4,9 @@
     POST  /v1/modes/{mode}/unlock {ttl?}  -> {mode, unlocked_at, expires_at}
     POST  /v1/modes/{mode}/lock       -> {mode, locked: true, locked_at, ended}
     GET   /v1/users                   -> {users: [{name, primary, admin, modes_enabled}]}  (admin)
-    PATCH /v1/users/{name} {modes_enabled}  -> {name, primary, admin, modes_enabled}  (admin)
+    GET   /v1/me/quotas               -> {quotas: {<quota>: {limit, used, own, resets_in}}}
+    GET   /v1/users/{name}            -> {name, ..., quotas, quota_usage}  (admin)
+    PATCH /v1/users/{name} {modes_enabled?, quotas?}  -> {name, ..., quotas}  (admin)
     DELETE /v1/users/{name}           -> {erased, counts: {...}}  (admin; service/user_erasure.py)
 
 `{mode:path}` takes a name with a slash in it too (`..%2Fx`), so that it is refused
@@ -27,11 +29,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from sessiongate.api.auth import CurrentUser
 from sessiongate.api.schemas import iso
 from sessiongate.core.modes import ModeUnlock
-from sessiongate.core.users import User
+from sessiongate.core.quotas import QuotaLimits, parse_overrides
+from sessiongate.core.users import User, validate_user_name
 from sessiongate.durations import MAX_DURATION, parse_duration
 from sessiongate.errors import Forbidden, InvalidInput
 from sessiongate.service.engine import Engine
-from sessiongate.service.modes import MAX_ENABLED, ModeNotFound, ModeService, ModeView
+from sessiongate.service.modes import (
+    MAX_ENABLED,
+    ModeNotFound,
+    ModeService,
+    ModeView,
+    UserNotFound,
+)
+from sessiongate.service.quotas import NO_COUNTERS, QuotaService
 from sessiongate.service.user_erasure import user_erasure
 
 router = APIRouter(prefix="/v1")
@@ -47,8 +57,12 @@ class UnlockBody(BaseModel):
 class UserChangesBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    #: Every mode the user has enabled afterwards (names are checked by the mode service).
-    modes_enabled: list[str] = Field(max_length=MAX_ENABLED)
+    #: Every mode the user has enabled afterwards (names are checked by the mode service);
+    #: unset: the modes stay as they are.
+    modes_enabled: list[str] | None = Field(None, max_length=MAX_ENABLED)
+    #: The user's own quotas to set (a number) or clear (null: the `[quotas]` default
+    #: applies again); quotas not named stay as they are (core/quotas.py).
+    quotas: dict[str, Any] | None = None
 
 
 async def admin_user(user: CurrentUser) -> User:
@@ -117,6 +131,8 @@ def user_json(user: User) -> dict[str, Any]:
         "primary": user.primary,
         "admin": user.admin,
         "modes_enabled": sorted(user.modes),
+        # The user's own quotas; null: the `[quotas]` default applies.
+        "quotas": user.quotas.to_dict(),
     }
 
 
@@ -163,12 +179,45 @@ async def list_users(admin: AdminUser, request: Request) -> dict[str, Any]:
     return {"users": [user_json(u) for u in await engine.users.users.list_users()]}
 
 
+@router.get("/users/{name}")
+async def show_user(name: str, admin: AdminUser, request: Request) -> dict[str, Any]:
+    """One user, with their quotas' use now (`quota_usage`, as `GET /v1/me/quotas`)."""
+    engine: Engine = request.app.state.engine
+    user = await engine.users.users.get_user(validate_user_name(name))
+    if user is None:
+        raise UserNotFound(f"no user {name!r}")
+    return {**user_json(user), "quota_usage": await quotas_of(engine).usage(user)}
+
+
 @router.patch("/users/{name}")
 async def change_user(
     name: str, admin: AdminUser, body: UserChangesBody, request: Request
 ) -> dict[str, Any]:
-    user = await modes_of(request).set_enabled(admin, name, body.modes_enabled)
+    """The modes enabled for the user, their own quotas, or both; the user afterwards."""
+    engine: Engine = request.app.state.engine
+    validate_user_name(name)
+    changes = None if body.quotas is None else parse_overrides(body.quotas)
+    if body.modes_enabled is not None:
+        await modes_of(request).set_enabled(admin, name, body.modes_enabled)
+    if changes is not None:
+        await quotas_of(engine).set_own(name, changes)
+    user = await engine.users.users.get_user(name)
+    if user is None:
+        raise UserNotFound(f"no user {name!r}")
     return user_json(user)
+
+
+@router.get("/me/quotas")
+async def my_quotas(user: CurrentUser, request: Request) -> dict[str, Any]:
+    """The caller's quotas: each one's limit (null: unlimited), what the current window
+    used, whether it is the user's own limit, and the seconds until the window resets."""
+    return {"quotas": await quotas_of(request.app.state.engine).usage(user)}
+
+
+def quotas_of(engine: Engine) -> QuotaService:
+    if engine.turns.quotas is None:  # an engine built without quotas has no limits
+        return QuotaService(NO_COUNTERS, engine.users.users, engine.sessions.clock, QuotaLimits())
+    return engine.turns.quotas
 
 
 @router.delete("/users/{name}")

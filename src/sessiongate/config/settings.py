@@ -24,6 +24,7 @@ from sessiongate.config.lifecycle import LifecycleConfig
 from sessiongate.config.limits import LimitsConfig
 from sessiongate.config.models import ModelConfig
 from sessiongate.config.openai import OpenAIConfig
+from sessiongate.config.quotas import QuotasConfig
 from sessiongate.config.retention import RetentionConfig
 from sessiongate.config.routing import ModeConfig, RouteConfig, SandboxConfig, check_routing
 from sessiongate.config.server import ServerConfig
@@ -73,6 +74,8 @@ class Settings(BaseSettings):
     hooks: list[HookConfig] = []
     #: The optional WebDAV copy of every artifact (config/artifacts.py, docs/artifacts.md).
     artifacts: ArtifactsConfig = ArtifactsConfig()
+    #: Default per-user quotas, enforced across gateways (config/quotas.py, DESIGN.md §15).
+    quotas: QuotasConfig = QuotasConfig()
 
     @classmethod
     def settings_customise_sources(

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from sessiongate.core.keys import KeyRef, validate_session_key
+from sessiongate.core.quotas import QuotaLimits
 from sessiongate.errors import Forbidden, InvalidInput
 
 KEY_PREFIX = "sg_"
@@ -21,6 +22,8 @@ class User:
     primary: bool = False
     admin: bool = False
     modes: tuple[str, ...] = ()
+    #: The user's own quotas (core/quotas.py); unset ones follow the `[quotas]` defaults.
+    quotas: QuotaLimits = QuotaLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +38,8 @@ class Caller:
     #: The modes an admin enabled for the caller (whether each is unlocked now is the
     #: mode store's to say): they may open agents only a mode's route reaches.
     modes: tuple[str, ...] = ()
+    #: The caller's own quotas, as the user row has them (core/quotas.py).
+    quotas: QuotaLimits = QuotaLimits()
 
     def key(self, name: str, *, owner: str | None = None, write: bool = False) -> KeyRef:
         """The key `name` in the caller's own namespace; or, for an admin who names

@@ -33,6 +33,7 @@ from sessiongate.service.idempotency import IdempotencyService, build_idempotenc
 from sessiongate.service.modes import ModeService, build_mode_service
 from sessiongate.service.notes import NoteService, build_note_service
 from sessiongate.service.overrides import OverrideTargets
+from sessiongate.service.quotas import build_quota_service
 from sessiongate.service.retention import RetentionService, build_retention_service
 from sessiongate.service.routing import RouteService
 from sessiongate.service.sessions import SessionService
@@ -247,6 +248,7 @@ def build_engine(
     modes = build_mode_service(settings.modes, store, clock, sessions.ids)
     routes = RouteService(settings.routes, settings.modes, agents, modes)
     turns.access = AgentAccess(agents, routes, endpoint_agents(settings.compat), modes)
+    turns.quotas = build_quota_service(store, user_store, clock, settings.quotas.defaults())
     return Engine(
         store,
         sessions,

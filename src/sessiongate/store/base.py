@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from sessiongate.core.keys import KeyRef
+from sessiongate.core.quotas import QuotaLimits
 from sessiongate.core.segments import (
     KeySummary,
     Message,
@@ -181,6 +182,11 @@ class UserStore(Protocol):
 
     async def list_users(self) -> list[User]:
         """Every user, by name."""
+        ...
+
+    async def set_quotas(self, name: str, quotas: QuotaLimits) -> User | None:
+        """Set the user's own quotas (None: the default applies); the user as it now is,
+        None for an unknown user."""
         ...
 
     async def active_key_counts(self) -> dict[str, int]:

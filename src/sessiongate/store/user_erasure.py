@@ -24,6 +24,7 @@ OWNED_TABLES: tuple[tuple[str, str], ...] = (
     ("conversation_heads", "owner"),
     ("hook_deliveries", "owner"),
     ("tasks", "owner"),
+    ("quota_counters", "user_name"),
     ("api_keys", "user_name"),
     ("users", "name"),
 )

@@ -43,6 +43,7 @@ from sessiongate.core.events import (
     TurnEvent,
 )
 from sessiongate.core.keys import KeyRef
+from sessiongate.core.quotas import usage_tokens
 from sessiongate.core.segments import RecallFragment, Role, Segment
 from sessiongate.core.summary_prompt import parse_compact_command
 from sessiongate.errors import SessionGateError, TurnTimeout
@@ -55,6 +56,7 @@ from sessiongate.service.budgets import TokenCalibration, observe_prompt_tokens
 from sessiongate.service.compaction import Compactor, drain_compactions, run_compact_command
 from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.conversation.plan import ClientPlan
+from sessiongate.service.quotas import QuotaService
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
 from sessiongate.service.sessions import Caller, SessionService
 from sessiongate.service.turn.after import AfterTurns
@@ -140,6 +142,8 @@ class TurnService:
         #: Who may run which agent (service/agent_access.py); None: anyone, any agent
         #: (engines built without routes, as some tests and embedders do).
         self.access: AgentAccess | None = None
+        #: Requests per minute and tokens per day (service/quotas.py); None: no quotas.
+        self.quotas: QuotaService | None = None
         #: The `memory` events extraction queued for a key since its last turn
         #: (service/memory_extraction.py), announced by the next; set by the engine.
         self.memory_news: Callable[[KeyRef], list[MemoryEvent]] | None = None
@@ -213,11 +217,18 @@ class TurnService:
     async def admit(self, inbound: InboundTurn) -> InboundTurn:
         """The turn with its agent chosen and found usable by its caller; raises
         AgentNotAllowed before anything is queued or written. A delegated turn (an
-        `agent__<name>` tool the operator offered) is admitted by its parent."""
-        if inbound.admitted or inbound.depth > 0 or self.access is None:
+        `agent__<name>` tool the operator offered) is admitted by its parent. The
+        request is counted against the caller's quotas here too (service/quotas.py):
+        QuotaExceeded (429) before anything is queued or written."""
+        if inbound.depth > 0:
             return inbound
-        agent = await self.access.check(inbound.caller, inbound.agent)
-        return replace(inbound, agent=agent.name, admitted=True)
+        if not inbound.admitted and self.access is not None:
+            agent = await self.access.check(inbound.caller, inbound.agent)
+            inbound = replace(inbound, agent=agent.name, admitted=True)
+        if self.quotas is not None and not inbound.counted:
+            await self.quotas.admit(inbound.caller)  # over quota: 429, nothing stored
+            inbound = replace(inbound, counted=True)
+        return inbound
 
     async def offered_tools(self, agent_name: str | None, caller: Caller) -> list[dict[str, Any]]:
         """The tools `agent_name` offers this caller: name, description, parameters and
@@ -287,8 +298,22 @@ class TurnService:
             raise
         finally:
             handle.close()
+            if self.quotas is not None and inbound.depth == 0:
+                self._spend_tokens(self.quotas, inbound, handle)
             self.after.schedule(finished_turn(inbound, ref, agent.name, handle))
             self._finished(turn_outcome(ref, agent.name, handle, time.perf_counter() - started))
+
+    def _spend_tokens(self, quotas: QuotaService, inbound: InboundTurn, handle: TurnHandle) -> None:
+        """Add the turn's usage to the caller's day, in the background (drained with the
+        turns), when a tokens quota applies to them."""
+        if not quotas.counts_tokens(inbound.caller):
+            return
+        tokens = sum(usage_tokens(e.usage) for e in handle.journal if isinstance(e, EndEvent))
+        if tokens <= 0:
+            return
+        task = asyncio.get_running_loop().create_task(quotas.spend(inbound.caller, tokens))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
 
     async def _locked_turn(
         self, inbound: InboundTurn, ref: KeyRef, agent: AgentProfile, handle: TurnHandle

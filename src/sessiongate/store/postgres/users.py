@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
+from sessiongate.core.quotas import QuotaLimits
 from sessiongate.core.users import User
 from sessiongate.errors import Conflict
 from sessiongate.store.postgres.rows import utc, violated
@@ -14,6 +15,9 @@ from sessiongate.store.postgres.store import PostgresStore
 
 if TYPE_CHECKING:
     from sessiongate.store.postgres.rows import Connection
+
+
+USER_COLUMNS = "name, is_primary, is_admin, modes, quota_requests_per_minute, quota_tokens_per_day"
 
 
 class PostgresUserStore:
@@ -66,26 +70,35 @@ class PostgresUserStore:
     async def find_key(self, key_id: str) -> tuple[User, str] | None:
         """The user and stored digest for an unrevoked key id."""
         row = await self._store.pool.fetchrow(
-            "SELECT u.name, u.is_primary, u.is_admin, u.modes, k.digest FROM api_keys k"
+            "SELECT u.name, u.is_primary, u.is_admin, u.modes, u.quota_requests_per_minute,"
+            " u.quota_tokens_per_day, k.digest FROM api_keys k"
             " JOIN users u ON u.name = k.user_name"
             " WHERE k.key_id = $1 AND k.revoked_at IS NULL",
             key_id,
         )
         if row is None:
             return None
-        return _user(row), row[4]
+        return _user(row), row[6]
 
     async def get_user(self, name: str) -> User | None:
         row = await self._store.pool.fetchrow(
-            "SELECT name, is_primary, is_admin, modes FROM users WHERE name = $1", name
+            f"SELECT {USER_COLUMNS} FROM users WHERE name = $1", name
         )
         return None if row is None else _user(row)
 
     async def list_users(self) -> list[User]:
-        rows = await self._store.pool.fetch(
-            "SELECT name, is_primary, is_admin, modes FROM users ORDER BY name"
-        )
+        rows = await self._store.pool.fetch(f"SELECT {USER_COLUMNS} FROM users ORDER BY name")
         return [_user(r) for r in rows]
+
+    async def set_quotas(self, name: str, quotas: QuotaLimits) -> User | None:
+        row = await self._store.pool.fetchrow(
+            "UPDATE users SET quota_requests_per_minute = $2, quota_tokens_per_day = $3"
+            f" WHERE name = $1 RETURNING {USER_COLUMNS}",
+            name,
+            quotas.requests_per_minute,
+            quotas.tokens_per_day,
+        )
+        return None if row is None else _user(row)
 
     async def active_key_counts(self) -> dict[str, int]:
         rows = await self._store.pool.fetch(
@@ -121,4 +134,5 @@ async def _revoke(db: Connection, user_name: str, now: datetime) -> int:
 
 
 def _user(row: asyncpg.Record) -> User:
-    return User(str(row[0]), bool(row[1]), bool(row[2]), tuple(row[3]))
+    quotas = QuotaLimits(row[4], row[5])
+    return User(str(row[0]), bool(row[1]), bool(row[2]), tuple(row[3]), quotas)

@@ -6,10 +6,13 @@ import json
 import sqlite3
 from datetime import datetime
 
+from sessiongate.core.quotas import QuotaLimits
 from sessiongate.core.users import User
 from sessiongate.errors import Conflict
 from sessiongate.store.sqlite.rows import to_micros
 from sessiongate.store.sqlite.store import SQLiteStore
+
+USER_COLUMNS = "name, is_primary, is_admin, modes, quota_requests_per_minute, quota_tokens_per_day"
 
 
 class SQLiteUserStore:
@@ -47,26 +50,34 @@ class SQLiteUserStore:
     async def find_key(self, key_id: str) -> tuple[User, str] | None:
         """The user and stored digest for an unrevoked key id."""
         row = self._conn.execute(
-            "SELECT u.name, u.is_primary, u.is_admin, u.modes, k.digest FROM api_keys k"
+            "SELECT u.name, u.is_primary, u.is_admin, u.modes, u.quota_requests_per_minute,"
+            " u.quota_tokens_per_day, k.digest FROM api_keys k"
             " JOIN users u ON u.name = k.user_name"
             " WHERE k.key_id = ? AND k.revoked_at IS NULL",
             (key_id,),
         ).fetchone()
         if row is None:
             return None
-        return _user(row), row[4]
+        return _user(row), row[6]
 
     async def get_user(self, name: str) -> User | None:
         row = self._conn.execute(
-            "SELECT name, is_primary, is_admin, modes FROM users WHERE name = ?", (name,)
+            f"SELECT {USER_COLUMNS} FROM users WHERE name = ?", (name,)
         ).fetchone()
         return None if row is None else _user(row)
 
     async def list_users(self) -> list[User]:
-        rows = self._conn.execute(
-            "SELECT name, is_primary, is_admin, modes FROM users ORDER BY name"
-        ).fetchall()
+        rows = self._conn.execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY name").fetchall()
         return [_user(r) for r in rows]
+
+    async def set_quotas(self, name: str, quotas: QuotaLimits) -> User | None:
+        with self._store.transaction() as db:
+            row = db.execute(
+                "UPDATE users SET quota_requests_per_minute = ?, quota_tokens_per_day = ?"
+                f" WHERE name = ? RETURNING {USER_COLUMNS}",
+                (quotas.requests_per_minute, quotas.tokens_per_day, name),
+            ).fetchone()
+        return None if row is None else _user(row)
 
     async def active_key_counts(self) -> dict[str, int]:
         rows = self._conn.execute(
@@ -98,4 +109,9 @@ def _revoke(db: sqlite3.Connection, user_name: str, now: datetime) -> int:
 
 def _user(row: tuple[object, ...]) -> User:
     modes = json.loads(str(row[3]))
-    return User(str(row[0]), bool(row[1]), bool(row[2]), tuple(modes))
+    quotas = QuotaLimits(_limit(row[4]), _limit(row[5]))
+    return User(str(row[0]), bool(row[1]), bool(row[2]), tuple(modes), quotas)
+
+
+def _limit(value: object) -> int | None:
+    return None if value is None else int(str(value))
