@@ -201,6 +201,16 @@ def test_pin_and_unpin_through_sessiongate_serve(tmp_path: Path) -> None:
         assert stranger.status_code == 404
         assert stranger.json()["error"]["code"] == "message_not_found"
 
+        # An export carries the pin; its import under another name pins the copy's message.
+        exported = alice.get("/v1/sessions/c:pins/export")
+        assert exported.status_code == 200
+        assert '"type":"pin"' in exported.text
+        imported = alice.post("/v1/import", params={"key": "c:pins-copy"}, content=exported.content)
+        assert imported.status_code == 201, imported.text
+        copy = alice.get("/v1/sessions/c:pins-copy/context").json()
+        assert copy["pinned"] == [f"{copy['session_id']}:1"]
+        assert SECRET in [m["content"] for m in copy["messages"] if m["pinned"]]
+
         # Pins that alone would pass the budget (2048 - 512 tokens) are refused.
         big = alice.post(
             "/v1/sessions/c:pins/messages",
