@@ -1,8 +1,15 @@
 """The `openai` provider: any OpenAI-compatible chat-completions server (OpenAI, Ollama,
-vLLM, llama.cpp, LM Studio) through the official SDK, streamed.
+vLLM, llama.cpp, LM Studio), streamed. The request goes out over aiohttp directly
+(models/openai/http.py: what the SDK sent, without its request layer's CPU), the body is
+read here.
 
-Retries are ours, not the SDK's (its `max_retries` is 0): only we know whether a token has
-already reached the client, after which retrying would silently restart the answer.
+Retries are ours: only we know whether a token has already reached the client, after which
+retrying would silently restart the answer. What fails before the response's head is a
+timeout (connect or first byte: `model_timeout`, not retried) or an unreachable server
+(`model_unavailable`, retried); a status other than 2xx is classified by
+`status_failure` (a 400 or 413 whose message says the window was passed is
+`context_overflow`); what fails while the body streams is a timeout or a dropped
+connection, retried only before any text.
 
 When a reply is complete: the first choice reported a `finish_reason`. That is the model
 saying why it stopped ("stop", "length", "content_filter", "tool_calls"), and every text
@@ -33,9 +40,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, ClassVar, TypeGuard
 
 import aiohttp
-import anyio
-import httpx2
-import openai
 import orjson
 
 from sessiongate.config.models import ModelConfig
@@ -45,12 +49,17 @@ from sessiongate.models.base import (
     ModelCapabilities,
     ModelChunk,
     ModelOptions,
-    ReasoningDelta,
-    StopReason,
     TextDelta,
     Usage,
     WireMessage,
     text_of,
+)
+from sessiongate.models.openai.http import (
+    ChatCompletionsClient,
+    NoAnswer,
+    StatusError,
+    abandon,
+    finish,
 )
 from sessiongate.models.openai.wire import ToolCallPieces, option_fields, to_openai
 from sessiongate.models.retry import (
@@ -80,11 +89,11 @@ from sessiongate.models.tool_arguments import argument_limit
 
 log = logging.getLogger("sessiongate.models")
 
-# Failures while the body streams: it is read from the `httpx2.Response` itself, so the SDK
-# wraps none of them (as its README says of raw `with_streaming_response` iterators). The
-# aiohttp transport maps most aiohttp errors to httpx2's; the rest arrive as they are.
-_BODY_TIMEOUTS = (httpx2.TimeoutException, TimeoutError)
-_BODY_DROPS = (httpx2.TransportError, anyio.EndOfStream, aiohttp.ClientError, OSError)
+# Failures while the body streams, as aiohttp raises them: its read timeouts are
+# `TimeoutError`s (and `ClientError`s too, hence timeouts first), a body cut short a
+# `ClientPayloadError`, a reset an `OSError`.
+_BODY_TIMEOUTS = (TimeoutError,)
+_BODY_DROPS = (aiohttp.ClientError, OSError)
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -114,26 +123,14 @@ class OpenAIChatModel:
         self.model = model
         self.label = f"model {name!r} (openai {model})"
         self._max_line_bytes = max_line_bytes
-        # OpenAI's own API takes `max_completion_tokens` (its reasoning models refuse
-        # `max_tokens`); the compatible servers (vLLM, llama.cpp, Ollama, LM Studio) all
-        # take `max_tokens`.
-        self._limit_field = (
-            "max_completion_tokens"
-            if base_url is None or "api.openai.com" in base_url
-            else "max_tokens"
-        )
         self._key = api_key
         self._key_hint = key_hint(name, api_key_env)
         self._policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
-        timeout = openai.Timeout(read_timeout, connect=connect_timeout)
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key,
+        self._client = ChatCompletionsClient(
             base_url=base_url,
-            timeout=timeout,
-            max_retries=0,
-            # The SDK's aiohttp transport: far less CPU per streamed reply than its
-            # default HTTP stack when many sessions stream at once (bench/gateway_load.py).
-            http_client=openai.DefaultAioHttpClient(timeout=timeout),
+            api_key=api_key,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
         )
 
     @classmethod
@@ -152,8 +149,6 @@ class OpenAIChatModel:
         # After the fixed fields, and only what `options` ask for: a text-only request's
         # body stays byte for byte what it was.
         payload.update(option_fields(options))
-        if options.max_output_tokens is not None:
-            payload[self._limit_field] = options.max_output_tokens
         max_argument_chars = argument_limit(options)
         return stream_with_retries(
             lambda: self._attempt(payload, messages, max_argument_chars),
@@ -163,52 +158,41 @@ class OpenAIChatModel:
         )
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()
 
     async def _attempt(
         self, payload: dict[str, Any], messages: Sequence[WireMessage], max_argument_chars: int
     ) -> AsyncGenerator[ModelChunk, None]:
-        # The SDK sends the request (auth, base URL, timeouts, typed status errors) through
-        # its public `post` for custom requests, asked for the `httpx2.Response` itself with
-        # the body left unread, and the SSE lines are parsed here: the typed `create` path
-        # transforms every message and builds a model per chunk, ~0.17 ms each, which at a
-        # 50-message window was most of the gateway's CPU per turn (bench/gateway_load.py).
-        response = await self._client.post(
-            "/chat/completions",
-            cast_to=httpx2.Response,
-            # Encoded here: the SDK's pure-Python encoder costs more per turn.
-            content=orjson.dumps(payload),
-            stream=True,
-        )
+        # Encoded with orjson; the SSE lines are split from the raw bytes (models/sse.py)
+        # and each chunk's shape checked by hand: the SDK's typed path built a model per
+        # chunk, ~0.17 ms each, most of the gateway's CPU per turn at a 50-message window.
+        response = await self._client.open(orjson.dumps(payload))
         parts: list[str] = []
         calls = ToolCallPieces(max_argument_chars)
         usage: Usage | None = None
         finished = False
+        ended = False  # `[DONE]` read: the connection may go back to the pool
         try:
-            # SSE split from raw bytes: cheaper than the client's text decoding, which
-            # re-detects the charset for every network chunk.
-            body = response.aiter_bytes()
-            async for data in data_lines(body, max_line_bytes=self._max_line_bytes):
+            async for data in data_lines(
+                response.content.iter_any(), max_line_bytes=self._max_line_bytes
+            ):
                 if data == b"[DONE]":
+                    ended = True
                     break
                 chunk = orjson.loads(data)
                 if isinstance(chunk, dict) and "error" in chunk:
                     raise StreamErrorObject(chunk["error"])
-                text, chunk_usage, reason, thought = _read_chunk(chunk, calls)
+                text, chunk_usage, chunk_finished = _read_chunk(chunk, calls)
                 usage = chunk_usage or usage
-                if thought:
-                    yield ReasoningDelta(thought)
                 if text:
                     parts.append(text)
                     yield TextDelta(text)
-                if reason is not None and not finished:
+                if chunk_finished and not finished:
                     finished = True
                     # Whatever the reason: arguments cut by "length" are invalid JSON,
                     # which the tool registry answers to the model as an error.
                     for call in calls.finish():
                         yield call
-                    if reason == "length":
-                        yield StopReason("length")
         except _BODY_DROPS as exc:  # timeouts included
             if not finished:
                 raise
@@ -218,7 +202,10 @@ class OpenAIChatModel:
                 extra={"model": self.label, "detail": describe(exc, self._key)},
             )
         finally:
-            await response.aclose()
+            if ended:
+                await finish(response)
+            else:
+                abandon(response)
         if not finished:
             raise StreamTruncated
         if usage is None:  # servers without stream_options support send no usage chunk
@@ -231,16 +218,14 @@ class OpenAIChatModel:
 
     def _classify(self, exc: Exception, started: bool) -> Failure:
         key = self._key
-        if isinstance(exc, openai.APIStatusError):
+        if isinstance(exc, StatusError):
             _, detail = error_detail(exc.body, key)
-            return status_failure(
-                exc.status_code, exc.response.headers, detail, key_hint=self._key_hint
-            )
-        if isinstance(exc, openai.APIConnectionError):  # before the answer's head
-            if isinstance(exc, openai.APITimeoutError) and not refused(exc):
-                # The aiohttp transport reports a refused connection as a connect timeout.
-                return Failure(timeout_error(started=False), detail=describe(exc, key))
-            return unreachable_failure(exc, key)
+            return status_failure(exc.status, exc.headers, detail, key_hint=self._key_hint)
+        if isinstance(exc, NoAnswer):  # before the answer's head
+            cause = exc.cause
+            if isinstance(cause, TimeoutError) and not refused(cause):
+                return Failure(timeout_error(started=False), detail=describe(cause, key))
+            return unreachable_failure(cause, key)
         if isinstance(exc, StreamTruncated):
             return truncated_failure(started=started)
         if isinstance(exc, StreamErrorObject):
@@ -264,16 +249,15 @@ def _estimate_prompt(messages: Sequence[WireMessage]) -> int:
     return total
 
 
-def _read_chunk(chunk: object, calls: ToolCallPieces) -> tuple[str, Usage | None, str | None, str]:
-    """`(text, usage, finish_reason, reasoning)` from one decoded chunk, its shape checked
-    by hand; its tool-call pieces go to `calls`. Reasoning is `delta.reasoning_content`
-    (vLLM, llama.cpp, DeepSeek) or `delta.reasoning` (Ollama, newer vLLM)."""
+def _read_chunk(chunk: object, calls: ToolCallPieces) -> tuple[str, Usage | None, bool]:
+    """`(text, usage, finished)` from one decoded chunk, its shape checked by hand; its
+    tool-call pieces go to `calls`."""
     if not isinstance(chunk, dict):
         raise BadChunk("a chunk that is not a JSON object")
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         raise BadChunk("a chunk without a choices list")
-    text, finished, thought = "", None, ""
+    text, finished = "", False
     for choice in choices[:1]:  # n=1: the first choice is the answer
         if not isinstance(choice, dict):
             raise BadChunk("a choice that is not an object")
@@ -282,19 +266,15 @@ def _read_chunk(chunk: object, calls: ToolCallPieces) -> tuple[str, Usage | None
         if content is not None and not isinstance(content, str):
             raise BadChunk("delta.content is not a string")
         text = content or ""
-        if isinstance(delta, dict):
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            thought = reasoning if isinstance(reasoning, str) else ""
         pieces = delta.get("tool_calls") if isinstance(delta, dict) else None
         if pieces is not None:
             calls.add(pieces)
-        reason = choice.get("finish_reason")
-        finished = None if reason is None else str(reason)
+        finished = choice.get("finish_reason") is not None
     raw = chunk.get("usage")
     if raw is None:
-        return text, None, finished, thought
+        return text, None, finished
     prompt = raw.get("prompt_tokens") if isinstance(raw, dict) else None
     completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
     if not _is_int(prompt) or not _is_int(completion):
         raise BadChunk("usage without integer token counts")
-    return text, Usage(prompt_tokens=prompt, completion_tokens=completion), finished, thought
+    return text, Usage(prompt_tokens=prompt, completion_tokens=completion), finished
