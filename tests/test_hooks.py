@@ -358,6 +358,7 @@ def test_failed_deliveries_are_kept_and_admins_see_the_queue(
                 "session.rotated",
                 "tasks.extracted",
                 "memory.changed",
+                "session.compacted",
             ],
         }
     ]

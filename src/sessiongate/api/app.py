@@ -106,6 +106,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     engine.sessions.on_rotation(metrics.rotation)
     engine.turns.on_turn(metrics.turn)
     engine.turns.on_turn(log_turn)
+    engine.turns.compactor.on_compaction(metrics.compaction)
     if engine.turns.quotas is not None:
         engine.turns.quotas.on_refusal(metrics.quota_refused)
     engine.sessions.on_rotation(log_rotation)

@@ -1,4 +1,5 @@
-"""Prometheus metrics: turns, rotations by reason, model latency, errors, quota refusals.
+"""Prometheus metrics: turns, rotations by reason, model latency, errors, quota refusals,
+compactions of the working set by status.
 
 With several worker processes (`server.workers > 1`) every worker writes its samples to
 files in the directory named by PROMETHEUS_MULTIPROC_DIR (set by `sessiongate serve`
@@ -13,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from sessiongate.core.segments import RotationRecord
+from sessiongate.core.working_set import CompactionRecord
 from sessiongate.service.turn.pipeline import TurnOutcome
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -59,6 +61,12 @@ class GatewayMetrics:
             ["quota"],
             registry=self.registry,
         )
+        self.compactions = Counter(
+            "sessiongate_compactions",
+            "Compactions of the working set by status (done, reverted, failed)",
+            ["status"],
+            registry=self.registry,
+        )
         self.websockets = Gauge(
             "sessiongate_websocket_connections",
             "Open WebSockets",
@@ -69,6 +77,9 @@ class GatewayMetrics:
 
     def rotation(self, record: RotationRecord) -> None:
         self.rotations.labels(record.reason.value).inc()
+
+    def compaction(self, _session_id: str, _record: CompactionRecord | None, status: str) -> None:
+        self.compactions.labels(status).inc()
 
     def quota_refused(self, kind: str) -> None:
         self.quota_refusals.labels(kind).inc()

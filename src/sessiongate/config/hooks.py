@@ -16,12 +16,15 @@ from pydantic import Field, field_serializer, field_validator, model_validator
 
 from sessiongate.config.base import Duration, Section
 
-HookEvent = Literal["turn.completed", "session.rotated", "tasks.extracted", "memory.changed"]
+HookEvent = Literal[
+    "turn.completed", "session.rotated", "tasks.extracted", "memory.changed", "session.compacted"
+]
 HOOK_EVENTS: tuple[HookEvent, ...] = (
     "turn.completed",
     "session.rotated",
     "tasks.extracted",
     "memory.changed",
+    "session.compacted",
 )
 #: A hook's name: it is stored with each of its deliveries and shown by the API.
 HOOK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")

@@ -58,6 +58,10 @@ WAIT_SECONDS = 60.0
 
 #: Told (segment id, agent, the messages about to be summarised) before a summary.
 BeforeSummary = Callable[[str, AgentProfile, list[Message]], None]
+#: Told of each compaction stored (`done`), reverted (`reverted`) or failed (`failed`, no
+#: record) with the segment's id: the `session.compacted` hook and the metric. Must not
+#: block (a listener with work to do schedules it).
+CompactionListener = Callable[[str, CompactionRecord | None, str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,17 @@ class Compactor:
         #: Told the span each compaction is about to summarise, before the summary is
         #: asked for (memory extraction: service/memory_extraction.py); must not block.
         self.before_summary: BeforeSummary | None = None
+        self._listeners: list[CompactionListener] = []
+
+    def on_compaction(self, listener: CompactionListener) -> None:
+        self._listeners.append(listener)
+
+    def tell(self, session_id: str, record: CompactionRecord | None, status: str) -> None:
+        for listener in self._listeners:
+            try:
+                listener(session_id, record, status)
+            except Exception:
+                log.exception("a compaction listener failed")
 
     @property
     def enabled(self) -> bool:
@@ -165,6 +180,8 @@ class Compactor:
             await self.rows.set_reverted(compaction_id, True)
         reverted = replace(found, reverted=True)
         self._keep(session_id, tuple(reverted if r is found else r for r in records))
+        if not found.reverted:
+            self.tell(session_id, reverted, "reverted")
         return reverted
 
     def mark_due(
@@ -218,6 +235,7 @@ class Compactor:
             log.warning("compaction of %s failed: %s", session_id, type(exc).__name__)
             failed = CompactionEvent(None, {}, 0, 0, None, "failed")
             self._news.setdefault(session_id, []).append(failed)
+            self.tell(session_id, None, "failed")
             return
 
     async def compact(
@@ -303,6 +321,7 @@ class Compactor:
         await self.rows.add(record)
         self._keep(session_id, (*records, record))
         self._news.setdefault(session_id, []).append(compaction_event(record, "done"))
+        self.tell(session_id, record, "done")
         return record
 
     async def _ask(self, name: str, wire: list[dict[str, object]]) -> str:
@@ -341,6 +360,7 @@ async def run_compact_command(
         )
     except Exception as exc:
         log.warning("compaction of %s failed: %s", session_id, type(exc).__name__)
+        compactor.tell(session_id, None, "failed")
         return CompactionEvent(None, {}, 0, 0, None, "failed")
     if record is None:
         return CompactionEvent(None, {}, 0, 0, None, "nothing_to_compact")

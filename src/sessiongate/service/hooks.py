@@ -34,6 +34,7 @@ from sessiongate.core.hooks import delivery_body, iso
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import RotationRecord
+from sessiongate.core.working_set import CompactionRecord
 from sessiongate.errors import ConfigError
 from sessiongate.service.hook_sender import POLL_SECONDS, HookSender
 from sessiongate.service.turn.handle import FinishedTurn
@@ -80,6 +81,8 @@ class HookService:
             transport=transport,
         )
         self._queueing: set[asyncio.Task[None]] = set()
+        #: The session store, to find a compacted segment's key (set by `attach`).
+        self._segments: Store | None = None
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -88,6 +91,8 @@ class HookService:
         sessions.on_rotation(self.rotated)
         sessions.on_erase(self.erase_key)
         turns.after_turn(self.turn_finished)
+        self._segments = sessions.store
+        turns.compactor.on_compaction(self.compacted)
 
     def subscribed(self, event: str) -> bool:
         return any(event in hook.events for hook in self.hooks.values())
@@ -130,6 +135,47 @@ class HookService:
         task = asyncio.get_running_loop().create_task(coro)
         self._queueing.add(task)
         task.add_done_callback(self._queueing.discard)
+
+    def compacted(self, session_id: str, record: CompactionRecord | None, status: str) -> None:
+        """`session.compacted`: a compaction stored or reverted (failures are the
+        metric's and the next turn's `compaction` event's). Scheduled: the segment's key
+        is read first."""
+        if record is None or not self.subscribed("session.compacted"):
+            return
+        coro = self._compacted(session_id, record, status)
+        task = asyncio.get_running_loop().create_task(coro)
+        self._queueing.add(task)
+        task.add_done_callback(self._queueing.discard)
+
+    async def _compacted(self, session_id: str, record: CompactionRecord, status: str) -> None:
+        try:
+            segment = (
+                None if self._segments is None else await self._segments.get_segment(session_id)
+            )
+            if segment is None:  # erased meanwhile: nobody to tell
+                return
+            data = {
+                "owner": segment.key.owner,
+                "key": segment.key.name,
+                "session_id": session_id,
+                "compaction_id": record.compaction_id,
+                "covers": {
+                    "first_seq": record.first_seq,
+                    "last_seq": record.last_seq,
+                    "count": record.count,
+                },
+                "tokens_before": record.tokens_before,
+                "tokens_after": record.tokens_after,
+                "model": record.model,
+                "status": status,
+                "created_at": iso(record.created_at),
+                "previous_compaction_id": record.previous_compaction_id,
+            }
+            text = {"summary": record.summary, "instructions": record.instructions}
+            owner, key = segment.key.owner, segment.key.name
+            await self.emit("session.compacted", data, text=text, owner=owner, key=key)
+        except Exception:
+            log.exception("could not queue a session.compacted hook event")
 
     async def erase_key(self, ref: KeyRef) -> None:
         await self._settle_queueing()
