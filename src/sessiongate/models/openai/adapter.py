@@ -49,6 +49,8 @@ from sessiongate.models.base import (
     ModelCapabilities,
     ModelChunk,
     ModelOptions,
+    ReasoningDelta,
+    StopReason,
     TextDelta,
     Usage,
     WireMessage,
@@ -123,6 +125,14 @@ class OpenAIChatModel:
         self.model = model
         self.label = f"model {name!r} (openai {model})"
         self._max_line_bytes = max_line_bytes
+        # OpenAI's own API takes `max_completion_tokens` (its reasoning models refuse
+        # `max_tokens`); the compatible servers (vLLM, llama.cpp, Ollama, LM Studio) all
+        # take `max_tokens`.
+        self._limit_field = (
+            "max_completion_tokens"
+            if base_url is None or "api.openai.com" in base_url
+            else "max_tokens"
+        )
         self._key = api_key
         self._key_hint = key_hint(name, api_key_env)
         self._policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
@@ -149,6 +159,8 @@ class OpenAIChatModel:
         # After the fixed fields, and only what `options` ask for: a text-only request's
         # body stays byte for byte what it was.
         payload.update(option_fields(options))
+        if options.max_output_tokens is not None:
+            payload[self._limit_field] = options.max_output_tokens
         max_argument_chars = argument_limit(options)
         return stream_with_retries(
             lambda: self._attempt(payload, messages, max_argument_chars),
@@ -182,17 +194,21 @@ class OpenAIChatModel:
                 chunk = orjson.loads(data)
                 if isinstance(chunk, dict) and "error" in chunk:
                     raise StreamErrorObject(chunk["error"])
-                text, chunk_usage, chunk_finished = _read_chunk(chunk, calls)
+                text, chunk_usage, reason, thought = _read_chunk(chunk, calls)
                 usage = chunk_usage or usage
+                if thought:
+                    yield ReasoningDelta(thought)
                 if text:
                     parts.append(text)
                     yield TextDelta(text)
-                if chunk_finished and not finished:
+                if reason is not None and not finished:
                     finished = True
                     # Whatever the reason: arguments cut by "length" are invalid JSON,
                     # which the tool registry answers to the model as an error.
                     for call in calls.finish():
                         yield call
+                    if reason == "length":
+                        yield StopReason("length")
         except _BODY_DROPS as exc:  # timeouts included
             if not finished:
                 raise
@@ -249,15 +265,16 @@ def _estimate_prompt(messages: Sequence[WireMessage]) -> int:
     return total
 
 
-def _read_chunk(chunk: object, calls: ToolCallPieces) -> tuple[str, Usage | None, bool]:
-    """`(text, usage, finished)` from one decoded chunk, its shape checked by hand; its
-    tool-call pieces go to `calls`."""
+def _read_chunk(chunk: object, calls: ToolCallPieces) -> tuple[str, Usage | None, str | None, str]:
+    """`(text, usage, finish_reason, reasoning)` from one decoded chunk, its shape checked
+    by hand; its tool-call pieces go to `calls`. Reasoning is `delta.reasoning_content`
+    (vLLM, llama.cpp, DeepSeek) or `delta.reasoning` (Ollama, newer vLLM)."""
     if not isinstance(chunk, dict):
         raise BadChunk("a chunk that is not a JSON object")
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         raise BadChunk("a chunk without a choices list")
-    text, finished = "", False
+    text, finished, thought = "", None, ""
     for choice in choices[:1]:  # n=1: the first choice is the answer
         if not isinstance(choice, dict):
             raise BadChunk("a choice that is not an object")
@@ -266,15 +283,19 @@ def _read_chunk(chunk: object, calls: ToolCallPieces) -> tuple[str, Usage | None
         if content is not None and not isinstance(content, str):
             raise BadChunk("delta.content is not a string")
         text = content or ""
+        if isinstance(delta, dict):
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            thought = reasoning if isinstance(reasoning, str) else ""
         pieces = delta.get("tool_calls") if isinstance(delta, dict) else None
         if pieces is not None:
             calls.add(pieces)
-        finished = choice.get("finish_reason") is not None
+        reason = choice.get("finish_reason")
+        finished = None if reason is None else str(reason)
     raw = chunk.get("usage")
     if raw is None:
-        return text, None, finished
+        return text, None, finished, thought
     prompt = raw.get("prompt_tokens") if isinstance(raw, dict) else None
     completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
     if not _is_int(prompt) or not _is_int(completion):
         raise BadChunk("usage without integer token counts")
-    return text, Usage(prompt_tokens=prompt, completion_tokens=completion), finished
+    return text, Usage(prompt_tokens=prompt, completion_tokens=completion), finished, thought
