@@ -118,7 +118,9 @@ async def post_message(
     writable(key, user, owner)
     recall = None
     if body.recall is not None:
-        recall = RecallRequest(body.recall.query, body.recall.rationale, body.recall.limit)
+        recall = RecallRequest(
+            body.recall.query, body.recall.rationale, body.recall.limit, body.recall.scope
+        )
     engine = engine_of(request)
     inbound = InboundTurn(
         key,
@@ -178,7 +180,13 @@ async def recall(
     key: str, body: RecallBody, user: CurrentUser, request: Request, owner: Owner = None
 ) -> dict[str, Any]:
     fragments = await engine_of(request).sessions.recall(
-        key, caller_for(user), body.query, body.rationale, body.limit, owner=owner
+        key,
+        caller_for(user),
+        body.query,
+        body.rationale,
+        body.limit,
+        owner=owner,
+        scope=body.scope,
     )
     return {"session_key": key, "fragments": [fragment_json(f) for f in fragments]}
 

@@ -20,6 +20,8 @@ class RecallBody(_Body):
     query: str = Field(min_length=1, max_length=2000)
     rationale: str = Field(min_length=1, max_length=2000)
     limit: int = Field(5, ge=1, le=50)
+    #: "key": this key's archived segments; "all": every key of the caller (DESIGN.md §13).
+    scope: Literal["key", "all"] = "key"
 
 
 class AttachmentMeta(_Body):
@@ -148,6 +150,7 @@ def message_json(m: Message) -> dict[str, Any]:
 
 def fragment_json(f: RecallFragment) -> dict[str, Any]:
     return {
+        "key": f.key,
         "session_id": f.session_id,
         "message_id": f.message_id,
         "seq": f.seq,

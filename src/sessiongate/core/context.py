@@ -101,6 +101,7 @@ class AssembledContext:
 def recall_metadata(fragments: Sequence[RecallFragment]) -> tuple[dict[str, Any], ...]:
     return tuple(
         {
+            "key": f.key,
             "session_id": f.session_id,
             "message_id": f.message_id,
             "seq": f.seq,
@@ -114,7 +115,9 @@ def recall_metadata(fragments: Sequence[RecallFragment]) -> tuple[dict[str, Any]
 def render_recall(fragments: Sequence[RecallFragment]) -> str:
     lines = ["Recalled from earlier segments of this conversation, on explicit request:"]
     for f in fragments:
-        lines.append(f"[{f.session_id} #{f.seq} {f.role} — why: {f.rationale}] {f.content}")
+        # A fragment from another key of the user (recall scope "all") names that key.
+        where = f.session_id if f.key is None else f"key {f.key}, {f.session_id}"
+        lines.append(f"[{where} #{f.seq} {f.role} — why: {f.rationale}] {f.content}")
     return "\n".join(lines)
 
 

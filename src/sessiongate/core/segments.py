@@ -153,3 +153,6 @@ class RecallFragment:
     score: float
     rationale: str
     created_at: datetime
+    #: The key's name (in its owner's namespace) the fragment was found in: with recall
+    #: scope "all" it may be another key of the same user (DESIGN.md §13).
+    key: str | None = None

@@ -34,6 +34,7 @@ from sessiongate.service.modes import ModeService, build_mode_service
 from sessiongate.service.notes import NoteService, build_note_service
 from sessiongate.service.overrides import OverrideTargets
 from sessiongate.service.quotas import build_quota_service
+from sessiongate.service.recall import RecallSearch, build_recall_index
 from sessiongate.service.retention import RetentionService, build_retention_service
 from sessiongate.service.routing import RouteService
 from sessiongate.service.sessions import SessionService
@@ -101,6 +102,7 @@ class Engine:
             await self.artifacts.copies.stop()  # the WebDAV copies' sender, likewise
         # Tool sources (MCP sessions) live on this loop too; they reconnect at first use.
         await self.tools.aclose()
+        await self.sessions.recall_search.aclose()  # background embedding, on this loop
         stopper = getattr(self.store, "stop", None)
         if stopper is not None:
             await stopper()
@@ -109,6 +111,7 @@ class Engine:
         if self.retention is not None:
             await self.retention.stop_schedule()
         await self.turns.aclose()
+        await self.sessions.recall_search.aclose()
         if self.idempotency is not None:
             await self.idempotency.aclose()  # the outcomes of the turns just ended
         if self.conversations is not None:
@@ -204,6 +207,10 @@ def build_engine(
     tools.add_source(builtin_tool_source(settings, artifacts))
     notes = build_note_service(settings, store, clock, sessions.ids)
     tools.add_source(notes_tool_source(notes))
+    # Explicit recall ranks with the notes' embedder too (DESIGN.md §13, recall across keys).
+    recall = RecallSearch(build_recall_index(store), notes.embedder)
+    sessions.recall_search = recall
+    sessions.on_rotation(recall.rotated)
     # A user's tasks outlive the key they came from, so no on_erase hook here.
     tasks = build_task_service(
         store, clock, sessions.ids, max_tasks=settings.tasks.max_tasks_per_user

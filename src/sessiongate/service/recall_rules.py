@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from sessiongate.core.segments import Segment
 from sessiongate.errors import InvalidInput
+from sessiongate.service.recall import validate_scope
 from sessiongate.store.recall import recall_words
 
 
-def validate_recall(query: object, rationale: object, limit: object) -> None:
+def validate_recall(query: object, rationale: object, limit: object, scope: object = "key") -> None:
     """Everything a recall needs, checked before a turn changes anything (a bad recall on
-    `/new hello` must not rotate first and fail after)."""
+    `/new hello` must not rotate first and fail after). `scope`: "key" or "all"
+    (DESIGN.md §13)."""
+    validate_scope(scope)
     if not isinstance(rationale, str) or not rationale.strip():
         raise InvalidInput("recall needs a rationale", code="invalid_recall")
     if not isinstance(query, str) or not query.strip() or len(query) > 2000:

@@ -50,6 +50,7 @@ from sessiongate.service.overrides import (
     merge_overrides,
     validate_overrides,
 )
+from sessiongate.service.recall import RecallSearch, build_recall_index, validate_scope
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
 from sessiongate.service.session_exchange import ChainExchange
 from sessiongate.service.thread_cache import ThreadCache
@@ -106,6 +107,7 @@ class SessionService(ChainExchange):
         self._listeners: list[RotationListener] = []
         self._erase_hooks: list[EraseHook] = []
         self._keys_changed: list[KeysChanged] = []
+        self._recall_search: RecallSearch | None = None
 
     # -- hooks ------------------------------------------------------------------
 
@@ -294,20 +296,40 @@ class SessionService(ChainExchange):
         limit: int = 5,
         *,
         owner: str | None = None,
+        scope: str = "key",
     ) -> list[RecallFragment]:
         """Explicit history recall. The rationale is mandatory: it is why the history is
-        being looked at, and it travels with every fragment."""
+        being looked at, and it travels with every fragment. `scope` "all" searches every
+        key of the key's owner (DESIGN.md §13), never the segments the key's context reads;
+        the key itself need not exist yet (a first message in a new key may recall)."""
         ref = caller.key(key, owner=owner)
-        validate_recall(query, rationale, limit)
-        await self.existing(ref)
-        latest = await self.store.latest_segment(ref)
-        return await self.store.recall(
+        validate_recall(query, rationale, limit, scope)
+        where = validate_scope(scope)
+        if where == "key" or await self.store.get_key(ref) is not None:
+            await self.existing(ref)
+            exclude = thread_segment_ids(await self.store.latest_segment(ref))
+        else:
+            exclude = ()
+        return await self.recall_search.search(
             ref,
             query,
             rationale=rationale.strip(),
             limit=limit,
-            exclude_session_ids=thread_segment_ids(latest),
+            scope=where,
+            exclude_session_ids=exclude,
         )
+
+    @property
+    def recall_search(self) -> RecallSearch:
+        """Recall's search: the engine's (with the embedder, service/engine.py), else a
+        keyword-only one over this store."""
+        if self._recall_search is None:
+            self._recall_search = RecallSearch(build_recall_index(self.store), None)
+        return self._recall_search
+
+    @recall_search.setter
+    def recall_search(self, search: RecallSearch) -> None:
+        self._recall_search = search
 
     async def count_keys(self) -> int:
         """How many keys exist, all owners together (seed 001's health counts)."""

@@ -1,13 +1,25 @@
-"""Recall rules shared by every store: the words a query searches for, and the fragment
-a hit becomes."""
+"""Recall rules shared by every store: the words a query searches for, the fragment a hit
+becomes, and the recall index port (`RecallIndex`): keyword ranking, message vectors and
+the rows of a ranking, over the messages a recall may read (DESIGN.md §13).
+
+A message is recallable when its segment is archived (not its key's latest), it is not
+in a segment the caller's context reads already, the offline stand-in did not write it
+(core/context.py) and the safety gate did not classify it UNSAFE
+(service/turn/safety_gate.py): what the gate refused never returns through recall.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
+from sessiongate.core.notes import Vectors
 from sessiongate.core.segments import RecallFragment, Role, message_id
 from sessiongate.errors import InvalidInput
+from sessiongate.store.notes import ChunkVectors
 
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 #: More words than this add nothing to ranking and only cost the full-text engine.
@@ -32,8 +44,10 @@ def recall_fragment(
     *,
     score: float,
     rationale: str,
+    key: str | None = None,
 ) -> RecallFragment:
-    """One hit; `score` is higher for a better match on every store."""
+    """One hit; `score` is higher for a better match on every store. `key`: the name of
+    the key it was found in."""
     return RecallFragment(
         session_id=session_id,
         message_id=message_id(session_id, seq),
@@ -43,4 +57,66 @@ def recall_fragment(
         score=round(score, 6),
         rationale=rationale,
         created_at=created_at,
+        key=key,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RecallScope:
+    """Where a recall looks: the owner's keys (`key` None: every one of them, scope
+    "all"), never the segments `exclude` names (those the context reads already)."""
+
+    owner: str
+    #: The key's storage id (`KeyRef.storage_id`), or None for every key of `owner`.
+    key: str | None
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRow:
+    """One recallable message, addressed by its row id (`messages.id`)."""
+
+    row_id: int
+    #: The key's storage id.
+    key: str
+    session_id: str
+    seq: int
+    role: str
+    content: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Unembedded:
+    """An archived message that has no vector of the configured embedder yet."""
+
+    session_id: str
+    seq: int
+    content: str
+
+
+class RecallIndex(Protocol):
+    async def keyword(self, scope: RecallScope, words: Sequence[str], depth: int) -> list[int]:
+        """Row ids of the recallable messages matching any of `words`, best first (the
+        full-text engine's rank, ties by row id), at most `depth`."""
+        ...
+
+    async def vectors(self, scope: RecallScope, embedder: str, dimensions: int) -> ChunkVectors:
+        """The recallable messages' vectors made by `embedder`, by row id."""
+        ...
+
+    async def rows(self, scope: RecallScope, row_ids: Sequence[int]) -> list[RecallRow]:
+        """Those of `row_ids` that are still recallable in `scope` (any order)."""
+        ...
+
+    async def unembedded(self, owner: str, embedder: str, limit: int) -> list[Unembedded]:
+        """Up to `limit` of the owner's archived, recallable messages without a vector of
+        `embedder`, oldest first."""
+        ...
+
+    async def put_vectors(
+        self, messages: Sequence[Unembedded], embedder: str, vectors: Vectors
+    ) -> None:
+        """Keep one vector per message (replacing another embedder's); a message whose
+        segment was erased meanwhile is skipped."""
+        ...

@@ -20,6 +20,8 @@ class RecallRequest:
     query: str
     rationale: str
     limit: int = 5
+    #: "key": this key's archived segments; "all": every key of the caller (DESIGN.md §13).
+    scope: str = "key"
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ from sessiongate.service.compaction import Compactor, drain_compactions, run_com
 from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.conversation.plan import ClientPlan
 from sessiongate.service.quotas import QuotaService
+from sessiongate.service.recall import validate_scope
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
 from sessiongate.service.sessions import Caller, SessionService
 from sessiongate.service.turn.after import AfterTurns
@@ -175,7 +176,8 @@ class TurnService:
         validate_content(inbound.content, self.sessions.max_content_chars)
         agent = self.agent(inbound.agent)
         if inbound.recall is not None:
-            validate_recall(inbound.recall.query, inbound.recall.rationale, inbound.recall.limit)
+            recall = inbound.recall
+            validate_recall(recall.query, recall.rationale, recall.limit, recall.scope)
         handle = TurnHandle(self.sessions.ids.new())
         handle.reasoning_events = inbound.reasoning_events
         if self.journal is not None:
@@ -363,11 +365,12 @@ class TurnService:
             )
         fragments: list[RecallFragment] = []
         if inbound.recall is not None:
-            fragments = await sessions.store.recall(
+            fragments = await sessions.recall_search.search(
                 ref,
                 inbound.recall.query,
                 rationale=inbound.recall.rationale.strip(),
                 limit=inbound.recall.limit,
+                scope=validate_scope(inbound.recall.scope),
                 exclude_session_ids=thread_segment_ids(segment),
             )
         user_metadata = user_message_metadata(

@@ -39,6 +39,7 @@ def user_message_metadata(
     if fragments:
         metadata["recall"] = [
             {
+                "key": f.key,
                 "session_id": f.session_id,
                 "message_id": f.message_id,
                 "score": f.score,

@@ -1,0 +1,182 @@
+"""Explicit recall's search (DESIGN.md §2.4 and §13, "Recall across keys"): what a recall
+request finds, with scope "key" (the key's own archived segments) or "all" (every key of
+the caller's owner, never another user's).
+
+Keyword ranking (the store's full-text index over archived messages) always runs; when
+`[notes] embeddings` is configured, the query is embedded too and the recallable messages'
+vectors are ranked by cosine similarity, and the two rankings are fused by the engine
+notes and memory items share (service/hybrid_search.py, reciprocal rank fusion). A
+fragment's score is the fused one, higher is better, the same on both stores.
+
+Message vectors are derived data, kept in `message_vectors`. A rotation archives a
+segment; right after it, a background task embeds the owner's archived messages that have
+no vector yet (at most EMBED_BACKGROUND per rotation). A recall first embeds what is still
+missing, at most EMBED_INLINE messages (an imported history, a gateway that just turned
+embeddings on), so a recall never waits on a whole history. When the embeddings model
+fails, a recall answers from its keywords alone and logs it; it is never an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Literal
+
+from sessiongate.core.keys import KeyRef
+from sessiongate.core.segments import RecallFragment, RotationRecord
+from sessiongate.errors import InvalidInput
+from sessiongate.models.embeddings import Embedder, EmbeddingsFailed
+from sessiongate.service.hybrid_search import fused_ranking
+from sessiongate.store.base import Store
+from sessiongate.store.recall import (
+    RecallIndex,
+    RecallScope,
+    recall_fragment,
+    recall_words,
+)
+
+log = logging.getLogger("sessiongate.recall")
+
+Scope = Literal["key", "all"]
+SCOPES: tuple[Scope, ...] = ("key", "all")
+#: Each ranking contributes its best this-many messages to the fusion (as notes do).
+CANDIDATES = 50
+#: Messages a recall embeds before it searches, at most (the rest wait for the next).
+EMBED_INLINE = 2000
+#: Messages the background task embeds after one rotation, at most.
+EMBED_BACKGROUND = 5000
+#: Texts per call to the embeddings model.
+EMBED_BATCH = 256
+#: The characters of a message that are embedded (an embeddings server has a token limit).
+EMBED_CHARS = 4000
+
+
+def validate_scope(scope: object) -> Scope:
+    """ "key" or "all"; anything else is a 400 (`invalid_recall`)."""
+    if scope == "key":
+        return "key"
+    if scope == "all":
+        return "all"
+    raise InvalidInput('recall scope must be "key" or "all"', code="invalid_recall")
+
+
+class RecallSearch:
+    def __init__(self, index: RecallIndex, embedder: Embedder | None) -> None:
+        self.index = index
+        self.embedder = embedder
+        self._embedding: dict[str, asyncio.Lock] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def search(
+        self,
+        ref: KeyRef,
+        query: str,
+        *,
+        rationale: str,
+        limit: int,
+        scope: Scope = "key",
+        exclude_session_ids: Sequence[str] = (),
+        keyword: bool = True,
+        semantic: bool = True,
+    ) -> list[RecallFragment]:
+        """The best `limit` recallable messages for `query`, best first, each carrying
+        the `rationale`. `keyword`/`semantic` leave a ranking out (the benchmark measures
+        each alone); semantic ranking needs embeddings configured."""
+        where = RecallScope(
+            ref.owner, None if scope == "all" else ref.storage_id, tuple(exclude_session_ids)
+        )
+        depth = max(CANDIDATES, limit)
+        embedder = self.embedder if semantic else None
+        if embedder is not None:
+            await self.embed_missing(ref.owner, EMBED_INLINE)
+        ranking = await fused_ranking(
+            query,
+            self.index.keyword(where, recall_words(query), depth) if keyword else None,
+            embedder,
+            lambda e: self.index.vectors(where, e.name, e.dimensions),
+            depth,
+            what="recall",
+        )
+        best = ranking.ranked[:limit]
+        found = {row.row_id: row for row in await self.index.rows(where, [i for i, _ in best])}
+        return [
+            recall_fragment(
+                row.session_id,
+                row.seq,
+                row.role,
+                row.content,
+                row.created_at,
+                score=score,
+                rationale=rationale,
+                key=KeyRef.from_storage_id(row.key).name,
+            )
+            for row_id, score in best
+            if (row := found.get(row_id)) is not None  # erased meanwhile: left out
+        ]
+
+    async def embed_missing(self, owner: str, budget: int) -> int:
+        """Embed up to `budget` of the owner's archived messages that have no vector of
+        the configured embedder; how many were embedded. One owner at a time."""
+        embedder = self.embedder
+        if embedder is None:
+            return 0
+        lock = self._embedding.setdefault(owner, asyncio.Lock())
+        done = 0
+        try:
+            async with lock:
+                await embedder.start()
+                while done < budget:
+                    batch = await self.index.unembedded(
+                        owner, embedder.name, min(EMBED_BATCH, budget - done)
+                    )
+                    if not batch:
+                        break
+                    vectors = await embedder.embed([m.content[:EMBED_CHARS] for m in batch])
+                    await self.index.put_vectors(batch, embedder.name, vectors)
+                    done += len(batch)
+        except EmbeddingsFailed as exc:
+            log.warning("recall_embedding_failed", extra={"owner": owner, "error": exc.message})
+        finally:
+            if not lock.locked():
+                self._embedding.pop(owner, None)
+        return done
+
+    def rotated(self, record: RotationRecord) -> None:
+        """A rotation archived a segment (service/sessions.py `on_rotation`): embed the
+        owner's new archived messages in the background."""
+        if self.embedder is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._embed_later(record.key.owner))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _embed_later(self, owner: str) -> None:
+        try:
+            await self.embed_missing(owner, EMBED_BACKGROUND)
+        except Exception:  # a background task has nobody to raise to: log it
+            log.exception("recall_embedding_failed", extra={"owner": owner})
+
+    async def aclose(self) -> None:
+        """Stop the background embedding (on shutdown)."""
+        tasks = list(self._background)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def build_recall_index(store: Store) -> RecallIndex:
+    """The recall index beside the session store's rows (same connection or pool)."""
+    from sessiongate.store.sqlite.store import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        from sessiongate.store.sqlite.recall_index import SQLiteRecallIndex
+
+        return SQLiteRecallIndex(store)
+    # Imported here so a SQLite gateway never loads the driver.
+    from sessiongate.store.postgres.recall_index import PostgresRecallIndex
+    from sessiongate.store.postgres.store import PostgresStore
+
+    if not isinstance(store, PostgresStore):
+        raise TypeError(f"no recall index for {type(store).__name__}")
+    return PostgresRecallIndex(store)
