@@ -5,6 +5,7 @@ import { createApi, enc } from "./api.js";
 import { createChat, loadPending } from "./chat.js";
 import { $, clear, errorEl, scrollToEnd } from "./dom.js";
 import { createModes } from "./modes.js";
+import { createMemory } from "./memory.js";
 import { createNotes } from "./notes.js";
 import { createTasks } from "./tasks.js";
 import { exportChain, showContext, showImport, showOverrides, showRecall } from "./panels.js";
@@ -74,6 +75,7 @@ const chat = createChat({
 const notes = createNotes(api, $("#notes-view"));
 const tasks = createTasks(api, $("#tasks-view"));
 const modes = createModes(api, $("#modes-view"));
+const memory = createMemory(api, $("#memory-view"), { openMessage });
 
 // ---- signing in and out ------------------------------------------------------------
 
@@ -115,7 +117,7 @@ function signOut() {
   clear($("#session-list"));
   clear($("#chain-list"));
   $("#whoami").textContent = "";
-  for (const id of ["#chat-view", "#notes-view", "#tasks-view", "#modes-view", "#views", "#sign-out"]) {
+  for (const id of ["#chat-view", "#notes-view", "#tasks-view", "#memory-view", "#modes-view", "#views", "#sign-out"]) {
     $(id).hidden = true;
   }
   $("#signin-view").hidden = false;
@@ -124,7 +126,13 @@ function signOut() {
 
 // ---- views -------------------------------------------------------------------------
 
-const VIEWS = { chat: "#chat-view", notes: "#notes-view", tasks: "#tasks-view", modes: "#modes-view" };
+const VIEWS = {
+  chat: "#chat-view",
+  notes: "#notes-view",
+  tasks: "#tasks-view",
+  memory: "#memory-view",
+  modes: "#modes-view",
+};
 
 async function showView(name) {
   if (!VIEWS[name]) name = "chat";
@@ -135,6 +143,7 @@ async function showView(name) {
   }
   if (name === "notes") await notes.load();
   if (name === "tasks") await tasks.load();
+  if (name === "memory") await memory.load();
   if (name === "modes") await modes.load();
 }
 
@@ -249,6 +258,49 @@ async function openKey(key) {
     showError(error);
   }
   $("#message").focus();
+}
+
+/** A message of a key shown in its conversation, scrolled to and marked: where a memory
+ *  item came from (the Memory view's links). Pages through the segment until the message
+ *  is on screen; without it (erased, or no message named) the key alone is opened. */
+async function openMessage(key, sessionId, messageId) {
+  await showView("chat");
+  setKey(key);
+  try {
+    await loadChain();
+    const segment = state.chain?.segments.find((each) => each.session_id === sessionId);
+    if (segment && segment.status !== "latest") await showSegment(segment);
+    else await showLatest();
+    const node = messageId ? await findMessage(messageId) : null;
+    if (!node) {
+      announce(`Opened ${key}.`);
+      return;
+    }
+    for (const old of transcript.querySelectorAll(".highlight")) old.classList.remove("highlight");
+    node.classList.add("highlight");
+    node.tabIndex = -1;
+    node.scrollIntoView({ block: "center" });
+    node.focus({ preventScroll: true });
+    announce("Showing the message this memory came from.");
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function findMessage(messageId) {
+  const selector = `[data-message-id="${CSS.escape(messageId)}"]`;
+  for (let page = 0; page < 100; page += 1) {
+    const node = transcript.querySelector(selector);
+    if (node) return node;
+    if (state.shown) {
+      if (state.later === null) return null;
+      await loadLater(state.shown, state.later);
+    } else {
+      if (state.earliest <= 0) return null;
+      await loadEarlier();
+    }
+  }
+  return null;
 }
 
 async function startChat() {

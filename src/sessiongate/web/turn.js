@@ -232,6 +232,13 @@ export class TurnView {
     this.speechPlayer().setWhole(data, { autoplay: true });
   }
 
+  on_memory(data) {
+    const said = { add: "Remembered", update: "Updated", delete: "No longer true" };
+    for (const change of Array.isArray(data.changes) ? data.changes : []) {
+      this.add(note("meta memory", `${said[change.op] ?? change.op}: ${change.text ?? ""}`));
+    }
+  }
+
   on_end(data) {
     this.finish();
     const usage = data.usage?.total_tokens != null ? ` · ${data.usage.total_tokens} tokens` : "";
@@ -260,6 +267,7 @@ export class TurnView {
  *  blob: URL for the audio this tab remembers of a spoken reply. */
 export function storedMessage(message, { fetchAudio = null } = {}) {
   const node = storedNode(message);
+  if (message.message_id && node instanceof HTMLElement) node.dataset.messageId = message.message_id;
   const turnId = message.metadata?.turn_id;
   if (turnId && node instanceof HTMLElement) {
     node.dataset.turnId = turnId;
