@@ -8,8 +8,10 @@ token per 3.5 characters, so the gateway's estimate has something to correct). T
 gateway compacts after turns, for the next one (docs/working_set.md). Measured: turns that
 failed, requests over the window, tool results without their call in any request,
 messages of the segment neither sent raw nor covered by the summary in force at the end,
-and the per-turn wall time (gateway and stub) of plain turns, the last 40 against turns
-40 to 80 of the run; compactions run after a turn and are timed apart, with their count.
+and the per-turn cost of plain turns, the last 40 against turns 40 to 80 of the run: the
+process's CPU time (gateway and stub: one process), which a busy machine disturbs far less
+than the wall time, printed too; compactions run after a turn and are timed apart, with
+their count.
 
 In the same run, the same turns (same texts, same tool turns) go through LangGraph's
 summarisation on a fresh stub of the same window (bench/support/long_langgraph.py: the
@@ -119,13 +121,16 @@ async def run_gateway(plan: list[tuple[str, bool]], window: int) -> dict[str, fl
             caller = Caller("alice")
             failed, compaction_seconds = 0, 0.0
             times: list[float] = []
+            cpu_times: list[float] = []
             tool_times: list[float] = []
             try:
                 for text, tool_turn in plan:
                     inbound = InboundTurn(key="long:one", caller=caller, content=text)
-                    started = time.perf_counter()
+                    started, cpu = time.perf_counter(), time.process_time()
                     events = [e async for e in engine.turns.run_turn(inbound)]
                     (tool_times if tool_turn else times).append(time.perf_counter() - started)
+                    if not tool_turn:
+                        cpu_times.append(time.process_time() - cpu)
                     if events[-1].type != "end":
                         failed += 1
                     started = time.perf_counter()
@@ -137,8 +142,8 @@ async def run_gateway(plan: list[tuple[str, bool]], window: int) -> dict[str, fl
                 latest = await engine.store.latest_segment(KeyRef("alice", "long:one"))
             finally:
                 await engine.aclose()
-    early = statistics.median(times[40:80]) if len(times) >= 80 else statistics.median(times)
-    late = statistics.median(times[-40:])
+    early, late = early_and_late(times)
+    cpu_early, cpu_late = early_and_late(cpu_times)
     print(
         f"sessiongate: turns={len(plan)} tool_turns={len(tool_times)} window={window} "
         f"messages={latest.message_count} compactions={len(records)} "
@@ -146,6 +151,8 @@ async def run_gateway(plan: list[tuple[str, bool]], window: int) -> dict[str, fl
         f"median_tool_turn_ms={statistics.median(tool_times) * 1000 if tool_times else 0:.1f} "
         f"requests={len(stub.prompt_tokens)} max_prompt_tokens={max(stub.prompt_tokens)} "
         f"median_turn_ms_early={early * 1000:.1f} median_turn_ms_late={late * 1000:.1f} "
+        f"median_turn_cpu_ms_early={cpu_early * 1000:.1f} "
+        f"median_turn_cpu_ms_late={cpu_late * 1000:.1f} "
         f"calibration_ratio={engine.turns.calibration.ratio('m'):.2f}"
     )
     return {
@@ -153,8 +160,14 @@ async def run_gateway(plan: list[tuple[str, bool]], window: int) -> dict[str, fl
         "over_window_requests": sum(1 for t in stub.prompt_tokens if t > window),
         "orphan_tool_results": sum(orphans(r.body or {}) for r in stub.requests),
         "uncovered_messages": context.dropped_messages,
-        "per_turn_ratio_late_vs_early": late / early,
+        "per_turn_ratio_late_vs_early": cpu_late / cpu_early,
     }
+
+
+def early_and_late(times: list[float]) -> tuple[float, float]:
+    """Medians of turns 40-80 and of the last 40 (of all, in a short run)."""
+    early = statistics.median(times[40:80]) if len(times) >= 80 else statistics.median(times)
+    return early, statistics.median(times[-40:])
 
 
 async def run(turns: int, window: int, seed: int) -> dict[str, float]:
@@ -175,6 +188,8 @@ async def run(turns: int, window: int, seed: int) -> dict[str, float]:
         f"raw_messages_in_state={peer['raw_messages_in_state']} "
         f"median_turn_ms_early={peer['median_turn_ms_early']:.1f} "
         f"median_turn_ms_late={peer['median_turn_ms_late']:.1f} "
+        f"median_turn_cpu_ms_early={peer['median_turn_cpu_ms_early']:.1f} "
+        f"median_turn_cpu_ms_late={peer['median_turn_cpu_ms_late']:.1f} "
         f"late_vs_early={peer['late_vs_early']:.2f}"
     )
     result["langgraph_failed_turns"] = peer["failed_turns"]

@@ -65,9 +65,10 @@ async def run_langgraph(
     config: dict[str, Any] = {"configurable": {"thread_id": "long"}}
     failed, sent = 0, 0
     plain_times: list[float] = []
+    cpu_times: list[float] = []
     errors: dict[str, int] = {}
     for text, _tool_turn in plan:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         try:
             await agent.ainvoke({"messages": [HumanMessage(text)]}, config)
         except Exception as exc:  # any failure is a failed turn, counted by its type
@@ -78,6 +79,7 @@ async def run_langgraph(
         sent += 1
         if not _tool_turn:
             plain_times.append(elapsed)
+            cpu_times.append(time.process_time() - cpu)
     state = await agent.aget_state(config)
     messages = state.values.get("messages", [])
     raw = sum(1 for m in messages if isinstance(m, AIMessage | ToolMessage | HumanMessage))
@@ -86,6 +88,8 @@ async def run_langgraph(
     )
     early = statistics.median(plain_times[40:80]) if len(plain_times) >= 80 else 0.0
     late = statistics.median(plain_times[-40:]) if plain_times else 0.0
+    cpu_early = statistics.median(cpu_times[40:80]) if len(cpu_times) >= 80 else 0.0
+    cpu_late = statistics.median(cpu_times[-40:]) if cpu_times else 0.0
     return {
         "failed_turns": failed,
         "errors": errors,
@@ -93,6 +97,8 @@ async def run_langgraph(
         "raw_messages_in_state": raw - summaries,
         "median_turn_ms_early": early * 1000,
         "median_turn_ms_late": late * 1000,
-        "late_vs_early": late / early if early else float("nan"),
+        "median_turn_cpu_ms_early": cpu_early * 1000,
+        "median_turn_cpu_ms_late": cpu_late * 1000,
+        "late_vs_early": cpu_late / cpu_early if cpu_early else float("nan"),
         "turns": sent,
     }
