@@ -6,6 +6,7 @@ Anthropic adapter pointed at a local fake server."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import openai
 
@@ -50,7 +51,7 @@ async def test_responses_over_an_anthropic_upstream(tmp_path: Path) -> None:
 
 def _thinking_then_call() -> list[str]:
     """A reply that thinks (a signed thinking block), then calls the client's tool."""
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_fake",
         "type": "message",
         "role": "assistant",

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.support.fake_providers import openai_chunk, openai_ending, openai_events, sse
+from tests.support.fake_providers import (
+    openai_chunk,
+    openai_ending,
+    openai_events,
+    openai_tool_events,
+    split_arguments,
+    sse,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,8 @@ class WireAnswer:
     reasoning: tuple[str, ...] = ()
     reasoning_field: str = "reasoning_content"
     finish: str = "stop"
+    #: Tool calls after the text: `(id, name, arguments JSON)` each.
+    calls: tuple[tuple[str, str, str], ...] = ()
 
 
 Responder = Callable[[dict[str, Any]], WireAnswer]
@@ -94,6 +103,9 @@ def openai_wire_server(respond: Responder) -> Iterator[WireServer]:
 
 
 def _frames(answer: WireAnswer, tokens: list[str]) -> list[str]:
+    if answer.calls:
+        calls = [split_arguments(*call) for call in answer.calls]
+        return openai_tool_events([t for t in tokens if t], calls)
     if not answer.reasoning and answer.finish == "stop":
         return openai_events(tokens)
     frames = []

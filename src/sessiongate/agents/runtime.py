@@ -7,17 +7,18 @@ support them, and an agent may only name a runner that exists.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sessiongate.agents.delegate import MAX_DEPTH, PREFIX
 from sessiongate.agents.registry import ToolRegistry
 from sessiongate.agents.runners.chat import run_chat
+from sessiongate.agents.runners.hosted import run_hosted
 from sessiongate.agents.runners.plan import run_plan
 from sessiongate.agents.tool_steps import ToolLimits
 from sessiongate.agents.tools import Tool, ToolContext
 from sessiongate.config.limits import LimitsConfig
 from sessiongate.errors import ConfigError
-from sessiongate.models.base import ReplyModel, ToolSpec, capabilities_of
+from sessiongate.models.base import ModelOptions, ReplyModel, ToolSpec, capabilities_of
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.turn.agent_runtime import AgentTurn
 
@@ -70,6 +71,33 @@ class AgentRunner:
         # without tools, the thread's steps written as text (never a rejected request).
         native = first is not None and capabilities_of(first).tools
         await run_chat(turn, self.models, tools, context, native_tools=native, limits=self.limits)
+
+    async def hosted_equivalents(
+        self, agent: AgentProfile, kinds: Sequence[str], *, primary: bool
+    ) -> dict[str, Tool]:
+        """Hosted tool type → the agent's tool that runs in its place, for the `kinds` a
+        client offered that the agent has an equivalent of, offered to this user."""
+        wanted = {kind: name for kind, name in agent.hosted_tools if kind in kinds}
+        if not wanted:
+            return {}
+        found = await self.registry.offered(
+            sorted(set(wanted.values())), agent.tools_non_primary, primary=primary
+        )
+        return {kind: found[name] for kind, name in wanted.items() if name in found}
+
+    async def run_hosted(
+        self, turn: AgentTurn, options: ModelOptions, kinds: Sequence[str]
+    ) -> None:
+        hosted = await self.hosted_equivalents(turn.agent, kinds, primary=turn.caller.primary)
+        context = ToolContext(
+            user=turn.ref.owner,
+            primary=turn.caller.primary,
+            key=turn.ref,
+            agent=turn.agent.name,
+            turn_id=turn.handle.turn_id,
+            depth=turn.depth,
+        )
+        await run_hosted(turn, self.models, hosted, context, options, self.limits)
 
 
 def check_agents(agents: Mapping[str, AgentProfile], models: Mapping[str, ReplyModel]) -> None:

@@ -16,6 +16,9 @@ from sessiongate.config.routing import ActionsPolicy, ClassifierConfig, OutputCo
 from sessiongate.config.tools import Runner, check_tool_patterns
 from sessiongate.config.working_set import WorkingSetConfig
 
+#: The hosted tools (Responses API) an agent may run as one of its own.
+HostedTool = Literal["web_search", "web_search_preview"]
+
 
 class AgentConfig(Section):
     """Every field is optional: a named agent inherits what it leaves unset from
@@ -81,6 +84,14 @@ class AgentConfig(Section):
     #: More models a key's override (`PATCH /v1/sessions/{key}`) may pick for this agent,
     #: beside its model, fallbacks and control models.
     models: list[str] | None = None
+    #: The Responses API's hosted tools this agent runs as one of its own tools, e.g.
+    #: `{web_search = "web__search"}` (a built-in tool or an MCP `server__tool`): the model
+    #: is offered it under the hosted name, the gateway runs the equivalent and the
+    #: response shows a `web_search_call` item. A hosted tool without one is left out and
+    #: said (`X-Hosted-Tools-Dropped`).
+    hosted_tools: dict[HostedTool, Annotated[str, Field(min_length=1, max_length=200)]] | None = (
+        None
+    )
 
     @field_validator("tools", "tools_non_primary")
     @classmethod

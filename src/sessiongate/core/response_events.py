@@ -7,7 +7,7 @@ each event with its `sequence_number`, as the official SDK's stream helper reads
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sessiongate.core.responses import call_item, message_item, output_items, usage_of
@@ -34,6 +34,9 @@ class ResponseShell:
     #: (Anthropic) carries its signature as `encrypted_content`; nothing is made up for
     #: reasoning that has none.
     encrypted_reasoning: bool = False
+    #: The hosted tools (`web_search`) run as the agent's equivalents in this response:
+    #: their calls are `web_search_call` items.
+    hosted: tuple[str, ...] = ()
 
     def response(
         self,
@@ -111,6 +114,23 @@ def reasoning_item(
     return item
 
 
+def web_search_item(item_id: str, query: str, status: str) -> dict[str, Any]:
+    """A `web_search_call` output item: the search the agent's equivalent tool ran."""
+    action = {"type": "search", "query": query, "queries": [query] if query else []}
+    return {"id": item_id, "type": "web_search_call", "status": status, "action": action}
+
+
+def _query_of(arguments: object) -> str:
+    """The search words of an equivalent tool's input (`query`, else its first string)."""
+    if isinstance(arguments, Mapping):
+        query = arguments.get("query")
+        if isinstance(query, str):
+            return query
+        strings = [v for v in arguments.values() if isinstance(v, str)]
+        return strings[0] if strings else ""
+    return arguments if isinstance(arguments, str) else ""
+
+
 class _Thinking:
     """One reasoning item as it streams."""
 
@@ -140,6 +160,8 @@ class ResponseEvents:
         #: The items opened so far by output index (the message's slot holds None).
         self.items: list[dict[str, Any] | None] = []
         self.thinking: _Thinking | None = None
+        #: Hosted calls running: call id → (item id, output index, query).
+        self.searches: dict[str, tuple[str, int, str]] = {}
         self.encrypted_reasoning = shell.encrypted_reasoning
 
     def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -201,6 +223,38 @@ class ResponseEvents:
             self._event("response.output_item.done", output_index=thinking.index, item=item)
         )
         return events
+
+    # -- hosted tools -----------------------------------------------------------------
+
+    def hosted_start(self, call_id: str, name: str, arguments: object) -> list[dict[str, Any]]:
+        """A hosted tool's equivalent started: its `web_search_call` item opens."""
+        if name not in self.shell.hosted:
+            return []
+        events = self._close_thinking()
+        index = len(self.items)
+        item_id = f"ws_{self.suffix}_{index}"
+        query = _query_of(arguments)
+        self.searches[call_id] = (item_id, index, query)
+        self.items.append(web_search_item(item_id, query, "completed"))
+        where = {"item_id": item_id, "output_index": index}
+        item = web_search_item(item_id, query, "in_progress")
+        events.append(self._event("response.output_item.added", output_index=index, item=item))
+        events.append(self._event("response.web_search_call.in_progress", **where))
+        events.append(self._event("response.web_search_call.searching", **where))
+        return events
+
+    def hosted_end(self, call_id: str, status: str) -> list[dict[str, Any]]:
+        found = self.searches.pop(call_id, None)
+        if found is None:
+            return []
+        item_id, index, query = found
+        item = web_search_item(item_id, query, "completed" if status == "ok" else "failed")
+        self.items[index] = item
+        where = {"item_id": item_id, "output_index": index}
+        return [
+            self._event("response.web_search_call.completed", **where),
+            self._event("response.output_item.done", output_index=index, item=item),
+        ]
 
     # -- the message ------------------------------------------------------------------
 
@@ -313,7 +367,15 @@ def replay(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = events.opening()
     calls: list[dict[str, str]] = []
     for item in body.get("output") or []:
-        if item.get("type") == "reasoning":
+        if item.get("type") == "web_search_call":
+            action = item.get("action") or {}
+            events.shell = replace(events.shell, hosted=("web_search",))
+            call_id = str(item.get("id", ""))
+            out.extend(events.hosted_start(call_id, "web_search", {"query": action.get("query")}))
+            out.extend(
+                events.hosted_end(call_id, "ok" if item.get("status") == "completed" else "")
+            )
+        elif item.get("type") == "reasoning":
             summary = "".join(str(p.get("text", "")) for p in item.get("summary") or [])
             out.extend(events.reasoning(summary))
             out.extend(events._close_thinking())

@@ -43,6 +43,9 @@ class AgentProfile:
     #: who are not primary, the narrower list they must also match.
     tools: tuple[str, ...] = ()
     tools_non_primary: tuple[str, ...] | None = None
+    #: Hosted tool type (Responses API `web_search`) → the tool of this agent run in its
+    #: place (`[agents.<name>] hosted_tools`).
+    hosted_tools: tuple[tuple[str, str], ...] = ()
     tool_timeout: timedelta = DEFAULT_TOOL_TIMEOUT
     max_parallel_tools: int = 4
     max_tool_steps: int = 8
@@ -126,6 +129,7 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
             tools_non_primary=(
                 None if cfg.tools_non_primary is None else tuple(cfg.tools_non_primary)
             ),
+            hosted_tools=tuple(sorted((cfg.hosted_tools or {}).items())),
             tool_timeout=cfg.tool_timeout or DEFAULT_TOOL_TIMEOUT,
             max_parallel_tools=cfg.max_parallel_tools or 4,
             max_tool_steps=cfg.max_tool_steps or 8,

@@ -18,6 +18,8 @@ from sessiongate.core.events import (
     ReasoningEvent,
     RotationEvent,
     TokenEvent,
+    ToolEndEvent,
+    ToolStartEvent,
     TurnEvent,
 )
 from sessiongate.core.response_events import ResponseEvents, ResponseShell, replay
@@ -112,6 +114,15 @@ async def response_events(
                     yield event
             case ReasoningEvent():
                 for event in numbered.reasoning(turn_event.content, turn_event.signature):
+                    yield event
+            case ToolStartEvent():  # a hosted tool's equivalent (agents/runners/hosted.py)
+                started = numbered.hosted_start(
+                    turn_event.call_id, turn_event.name, turn_event.input
+                )
+                for event in started:
+                    yield event
+            case ToolEndEvent():
+                for event in numbered.hosted_end(turn_event.call_id, turn_event.status):
                     yield event
             case RotationEvent():
                 notice = render_notice(notice_template, str(turn_event.reason))

@@ -65,7 +65,7 @@ from sessiongate.core.responses import (
 )
 from sessiongate.core.users import Caller
 from sessiongate.errors import SessionGateError
-from sessiongate.models.base import NO_OPTIONS, capabilities_of
+from sessiongate.models.base import NO_OPTIONS, ModelOptions, capabilities_of
 from sessiongate.service.conversation.client_turn import ClientTurn
 from sessiongate.service.conversation.locate import derived_key
 from sessiongate.service.engine import Engine
@@ -197,13 +197,24 @@ async def _create(
         parsed = replace(parsed, options=limited)
     headers = dict(tools_note)
     metadata = dict(body.metadata or {})
-    if tools.dropped:
-        headers["X-Hosted-Tools-Dropped"] = ",".join(tools.dropped)
-        metadata["sessiongate_hosted_tools_dropped"] = ",".join(tools.dropped)[:512]
-    hashes = prefix_hashes(parsed.messages)
     stateless = agent.history == "none" or (
         previous is None and start is None and client_id is None and not body.store
     )
+    hosted: tuple[str, ...] = ()
+    runtime = engine.turns.runtime
+    # The agent's equivalents of the hosted tools run (agents/runners/hosted.py) where it
+    # has them, keeps the turn and its model calls tools.
+    runs_hosted = agent.hosted_tools and not stateless and capabilities_of(model).tools
+    if tools.dropped and runs_hosted and runtime is not None:
+        found = await runtime.hosted_equivalents(agent, tools.dropped, primary=caller.primary)
+        hosted = tuple(kind for kind in tools.dropped if kind in found)
+    if hosted:
+        parsed = replace(parsed, options=parsed.options or ModelOptions())
+    dropped = [kind for kind in tools.dropped if kind not in hosted]
+    if dropped:
+        headers["X-Hosted-Tools-Dropped"] = ",".join(dropped)
+        metadata["sessiongate_hosted_tools_dropped"] = ",".join(dropped)[:512]
+    hashes = prefix_hashes(parsed.messages)
     if body.background and (stateless or not body.store):
         message = "background responses are kept: they need store: true and an agent with history."
         raise OpenAIError(400, message, "invalid_value", "background")
@@ -238,6 +249,7 @@ async def _create(
             admitted=True,
             attachments=parsed.attachments,
             reasoning_events=True,
+            hosted_tools=hosted,
             client=ClientTurn(parsed.messages, identity, parsed.system, parsed.options, hashes),
         )
         handle, first, events = await begin_turn(engine, inbound, idempotent)
@@ -260,6 +272,7 @@ async def _create(
         parallel_tool_calls=body.parallel_tool_calls,
         conversation=None if start is None else conversation_id_of(body.conversation),
         encrypted_reasoning=ENCRYPTED_REASONING in (body.include or ()),
+        hosted=hosted,
     )
     keep = body.store and not stateless
     items = listed_items(body.input, response_id)

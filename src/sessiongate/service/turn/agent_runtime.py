@@ -9,7 +9,7 @@ event or by raising a SessionGateError.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -17,7 +17,7 @@ from sessiongate.core.context import AssembledContext
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.segments import Message, MessageStatus, Role
 from sessiongate.core.users import Caller
-from sessiongate.models.base import ToolSpec
+from sessiongate.models.base import ModelOptions, ToolSpec
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.turn.handle import TurnHandle
 
@@ -52,6 +52,20 @@ class AgentTurn:
 
 class AgentRuntime(Protocol):
     async def run(self, turn: AgentTurn) -> None: ...
+
+    async def hosted_equivalents(
+        self, agent: AgentProfile, kinds: Sequence[str], *, primary: bool
+    ) -> Mapping[str, object]:
+        """Hosted tool type → the agent's tool run in its place, for those of `kinds`
+        the agent has and this user is offered."""
+        ...
+
+    async def run_hosted(
+        self, turn: AgentTurn, options: ModelOptions, kinds: Sequence[str]
+    ) -> None:
+        """A Responses API turn with the client's tools (`options`) and the hosted tools
+        of `kinds` run as the agent's equivalents (agents/runners/hosted.py)."""
+        ...
 
     async def describe_tools(
         self, agent: AgentProfile, *, primary: bool

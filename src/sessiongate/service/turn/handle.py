@@ -54,6 +54,9 @@ class InboundTurn:
     counted: bool = False
     #: Stream the model's reasoning as `reasoning` events (the Responses API).
     reasoning_events: bool = False
+    #: Hosted tool types (Responses API `web_search`) the client offered that the agent
+    #: runs as its own tools (`[agents.<name>] hosted_tools`).
+    hosted_tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,6 +85,25 @@ async def produce_reply(paths: ReplyPaths, turn: ReplyTurn) -> None:
     """Run the one reply kind that fits the turn (the module docstring gives the order)."""
     handle, agent = turn.handle, turn.agent
     client_options = None if turn.inbound.client is None else turn.inbound.client.options
+    if client_options is not None and turn.inbound.hosted_tools and paths.runtime is not None:
+        await paths.runtime.run_hosted(
+            AgentTurn(
+                ref=turn.ref,
+                session_id=turn.session_id,
+                agent=agent,
+                handle=handle,
+                context=turn.context,
+                model_names=turn.model_names,
+                caller=turn.inbound.caller,
+                content=turn.content,
+                depth=turn.inbound.depth,
+                max_reply_chars=paths.max_reply_chars,
+                append=turn.append,
+            ),
+            client_options,
+            turn.inbound.hosted_tools,
+        )
+        return
     if client_options is not None:
         await run_client_reply(
             paths.models,
