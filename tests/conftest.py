@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +13,11 @@ from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.sessions import Caller
 from tests.support.helpers import ScriptedModel
 from tests.support.pg import fresh_database
+
+# The fake model servers the tests start answer every request from a script: a gateway
+# asking them for their context window (service/window_discovery.py) would use up a
+# reply. Only tests/test_window_discovery.py turns the discovery on.
+os.environ.setdefault("SESSIONGATE_DISCOVER_WINDOWS", "0")
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 ALICE = Caller("alice")

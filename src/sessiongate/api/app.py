@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -35,6 +35,7 @@ from sessiongate.service.engine import Engine
 from sessiongate.service.turn.handle import TurnOutcome
 from sessiongate.service.warning_sound import WarningSounds
 
+from sessiongate.service.window_discovery import WindowDiscovery
 log = logging.getLogger("sessiongate.turns")
 
 
@@ -115,6 +116,8 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await engine.start()  # PostgreSQL connects here, on the server's event loop
         if engine.hooks is not None:
+        discovery = window_discovery(engine)  # models' windows, asked in the background
+        app.state.window_discovery = discovery
             await engine.hooks.start()  # the webhook sender: served gateways only, not the CLI
         if engine.artifacts is not None and engine.artifacts.copies is not None:
             await engine.artifacts.copies.start()  # the WebDAV copies' sender, likewise
@@ -124,6 +127,8 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
         if engine.retention is not None:
             await engine.retention.stop_schedule()
         # Graceful stop: cancelled turns keep their partial replies as `interrupted`.
+        if discovery is not None:
+            await discovery.aclose()
         await engine.turns.aclose()
         await sockets.aclose()  # relays of those turns end, then the broadcast stops
         if engine.hooks is not None:
@@ -197,3 +202,14 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.include_router(turn_events.router)
     app.include_router(web.router)
     return app
+
+
+def window_discovery(engine: Engine) -> WindowDiscovery | None:
+    """Start asking the model servers for their context windows (docs/working_set.md);
+    turns never wait for it."""
+    agents = engine.turns.agents
+    if not isinstance(agents, MutableMapping):
+        return None
+    discovery = WindowDiscovery(engine.settings, agents)
+    discovery.start()
+    return discovery
