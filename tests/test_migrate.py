@@ -47,6 +47,11 @@ FILLED = (
     "conversation_nodes",
     "conversation_heads",
     "compactions",
+    "artifact_chunks",
+    "quota_counters",
+    "memory_items",
+    "memory_vectors",
+    "memory_tombstones",
 )
 
 
@@ -93,6 +98,8 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
     settings = gateway_settings(
         data,
         notes={"embeddings": "builtin"},  # the chunks get vectors (float32 blobs)
+        artifacts={"store": "database"},  # artifact bytes as chunk rows (bytea there)
+        quotas={"requests_per_minute": 1000},  # a counter row per user and minute
         models={"scripted": {"provider": "command", "command": ["true"], "context_window": 2000}},
     )
     with running_gateway(settings, {"scripted": ScriptedModel()}) as gw:
@@ -135,8 +142,19 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
         assert alice.post("/v1/notes", json=note).status_code == 201
         task = {"title": "book the boiler service", "due": "2026-05-01"}
         assert alice.post("/v1/tasks", json=task).status_code == 201
+        # Memory: a pinned item, one superseded by an edit (its history), one forgotten
+        # (a tombstone); with the builtin embeddings each kept item has a vector.
+        kept = alice.post("/v1/memory", json={"text": "Prefers tea", "pinned": True})
+        assert kept.status_code == 201, kept.text
+        edited = alice.post("/v1/memory", json={"text": "Lives in Lyon"}).json()["id"]
+        assert alice.patch(f"/v1/memory/{edited}", json={"text": "Lives in Nantes"}).is_success
+        gone = alice.post("/v1/memory", json={"text": "Owns a kayak"}).json()["id"]
+        assert alice.delete(f"/v1/memory/{gone}").status_code == 204
         assert gw.engine.artifacts is not None
         run_sync(gw.engine.artifacts.save("alice", b"\x89PNG fake", "image/png", key="chain"))
+        # Three chunks (256 KiB, 256 KiB, the rest): copied a few rows at a time.
+        large = bytes(range(256)) * 2600
+        run_sync(gw.engine.artifacts.save("alice", large, "application/octet-stream"))
         exports = {
             (user, key): client.get(f"/v1/sessions/{key}/export").text
             for user, client, key in (

@@ -30,6 +30,10 @@ class ToolContext:
     turn_id: str
     #: How deep in agent-as-tool delegation this call is (0: the user's own turn).
     depth: int = 0
+    #: The turn's segment and the user message it answers (None when unknown): where a
+    #: tool that keeps something says it came from (memory_save's source).
+    session_id: str | None = None
+    message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

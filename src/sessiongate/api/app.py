@@ -15,6 +15,7 @@ from sessiongate import __version__
 from sessiongate.api import artifacts, rest, tools, turn_events, web
 from sessiongate.api import compactions as compactions_api
 from sessiongate.api import hooks as hooks_api
+from sessiongate.api import memory as memory_api
 from sessiongate.api import modes as modes_api
 from sessiongate.api import notes as notes_api
 from sessiongate.api import speech as speech_api
@@ -195,6 +196,7 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     app.include_router(desktop.router)
     app.include_router(artifacts.router)
     app.include_router(notes_api.router)
+    app.include_router(memory_api.router)
     app.include_router(tasks_api.router)
     app.include_router(modes_api.router)
     app.include_router(speech_api.router)

@@ -24,6 +24,7 @@ from sessiongate.cli.common import (
 )
 from sessiongate.cli.maintenance import backup, gc, restore
 from sessiongate.cli.mcp import mcp_app
+from sessiongate.cli.memory import memory_app
 from sessiongate.cli.migrate import migrate
 from sessiongate.cli.notes import notes_app
 from sessiongate.config import Settings, cross_check
@@ -53,6 +54,7 @@ app.add_typer(users_app, name="users")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(notes_app, name="notes")
+app.add_typer(memory_app, name="memory")
 
 
 @app.command()

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 from sessiongate.config.base import Duration, Section
 from sessiongate.config.handoff import HandoffConfig
 from sessiongate.config.hooks import ExtractTasksFor
+from sessiongate.config.memory import MemoryConfig
 from sessiongate.config.routing import ActionsPolicy, ClassifierConfig, OutputContract
 from sessiongate.config.tools import Runner, check_tool_patterns
 from sessiongate.config.working_set import WorkingSetConfig
@@ -32,6 +33,8 @@ class AgentConfig(Section):
     token_budget: int | None = Field(None, ge=256)
     #: The working set: the reply's reserve, compaction (config/working_set.py).
     context: WorkingSetConfig | None = None
+    #: Memory items: injection and extraction (config/memory.py, DESIGN.md §13).
+    memory: MemoryConfig | None = None
     system_prompt: str | None = None
     context_files: list[str] | None = None
     #: The longest a whole turn may run (rotation, model calls, tools) before it is cut

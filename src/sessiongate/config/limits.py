@@ -56,6 +56,10 @@ class LimitsConfig(Section):
     #: `segment_limit_reached` and nothing is stored (core/session_caps.py).
     max_keys_per_user: int = Field(1000, ge=1, le=10_000_000)
     max_segments_per_key: int = Field(10_000, ge=1, le=10_000_000)
+    #: Valid memory items one user may keep (DESIGN.md §13): one more (the API, the
+    #: memory_save tool, extraction, an import) is refused with 409
+    #: `memory_limit_reached`. Superseded items (their history) do not count.
+    max_memory_items_per_user: int = Field(1000, ge=1, le=1_000_000)
     #: The body of `POST /v1/import` (an export file), read as it arrives, in place of
     #: max_body_bytes: over it → 413 `payload_too_large`.
     max_import_bytes: int = Field(64 * 1_048_576, ge=1024, le=4 * 1_073_741_824)

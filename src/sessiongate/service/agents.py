@@ -11,6 +11,7 @@ from sessiongate.config import Settings
 from sessiongate.config.agents import AgentConfig
 from sessiongate.config.handoff import HandoffConfig
 from sessiongate.config.hooks import ExtractTasksFor
+from sessiongate.config.memory import DEFAULT_MEMORY_POLICY, MemoryPolicy, memory_policy
 from sessiongate.config.routing import ActionsPolicy, ClassifierConfig, OutputContract
 from sessiongate.core.agent_access import agent_models
 from sessiongate.core.context import DEFAULT_MAX_TOOL_RESULT_CHARS, ContextFile
@@ -79,6 +80,8 @@ class AgentProfile:
     context_budget: int | None = None
     #: What one summary request may hold (the summary model's window, when smaller).
     summary_budget: int | None = None
+    #: Memory items (`[agents.X.memory]`, config/memory.py): injection and extraction.
+    memory: MemoryPolicy = DEFAULT_MEMORY_POLICY
 
     @property
     def listed_models(self) -> frozenset[str]:
@@ -150,6 +153,7 @@ def build_profiles(settings: Settings, base_dir: Path | None = None) -> dict[str
             working_set=policy,
             context_budget=(budget := agent_budget(settings.models, cfg, policy)),
             summary_budget=summary_budget(settings.models, cfg, policy, budget),
+            memory=memory_policy(defaults.memory, settings.agents.get(name, AgentConfig()).memory),
         )
     return profiles
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sessiongate.actions.sandbox import ScriptRunner
+from sessiongate.agents.builtin.memory import memory_tool_source
 from sessiongate.agents.builtin.notes import notes_tool_source
 from sessiongate.agents.builtin.source import builtin_tool_source
 from sessiongate.agents.builtin.tasks import tasks_tool_source
@@ -30,6 +31,7 @@ from sessiongate.service.conversation.locate import ConversationService, build_c
 from sessiongate.service.handoff import HandoffService, user_message_from
 from sessiongate.service.hooks import HookService, build_hook_service
 from sessiongate.service.idempotency import IdempotencyService, build_idempotency_service
+from sessiongate.service.memory import MemoryService, build_memory_service
 from sessiongate.service.modes import ModeService, build_mode_service
 from sessiongate.service.notes import NoteService, build_note_service
 from sessiongate.service.overrides import OverrideTargets
@@ -63,6 +65,8 @@ class Engine:
     artifacts: ArtifactService | None = None
     #: The users' notes (GET/POST /v1/notes, notes_search, notes_add).
     notes: NoteService | None = None
+    #: What the assistant knows about each user (/v1/memory, memory_*, injection; §13).
+    memory: MemoryService | None = None
     #: The users' tasks (/v1/tasks, tasks_add, tasks_list, tasks_complete).
     tasks: TaskService | None = None
     #: Modes enabled per user and unlocked for a while (/v1/me, /v1/modes, routing).
@@ -207,6 +211,8 @@ def build_engine(
     tools.add_source(builtin_tool_source(settings, artifacts))
     notes = build_note_service(settings, store, clock, sessions.ids)
     tools.add_source(notes_tool_source(notes))
+    memory = build_memory_service(settings, store, clock, sessions.ids, notes.embedder)
+    tools.add_source(memory_tool_source(memory))
     # Explicit recall ranks with the notes' embedder too (DESIGN.md §13, recall across keys).
     recall = RecallSearch(build_recall_index(store), notes.embedder)
     sessions.recall_search = recall
@@ -265,6 +271,7 @@ def build_engine(
         tools,
         artifacts=artifacts,
         notes=notes,
+        memory=memory,
         tasks=tasks,
         modes=modes,
         routes=routes,

@@ -20,13 +20,10 @@ between the two leaves a cache newer than its version, which the next search rel
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from sessiongate.config import Settings
 from sessiongate.config.tools import NotesConfig
@@ -38,7 +35,6 @@ from sessiongate.core.notes import (
     Note,
     Vectors,
     chunk_text,
-    reciprocal_rank_fusion,
     search_words,
     validate_limit,
     validate_note_content,
@@ -48,7 +44,8 @@ from sessiongate.core.notes import (
     validate_title,
 )
 from sessiongate.errors import InvalidInput, NotFound
-from sessiongate.models.embeddings import Embedder, EmbeddingsFailed, build_embedder
+from sessiongate.models.embeddings import Embedder, build_embedder
+from sessiongate.service.hybrid_search import fused_ranking
 from sessiongate.store.base import Store
 from sessiongate.store.notes import ChunkVectors, NoteStore
 
@@ -59,9 +56,6 @@ log = logging.getLogger("sessiongate.notes")
 CANDIDATES = 50
 #: Owners whose vector matrices stay in memory (least recently searched go first).
 CACHED_OWNERS = 32
-#: A chunk whose cosine similarity to the query is not above this is not a semantic match
-#: at all (orthogonal or opposite), however few chunks there are.
-MIN_SIMILARITY = 0.0
 #: Notes a listing page holds unless the caller asks for another number.
 DEFAULT_PAGE = 20
 
@@ -217,17 +211,15 @@ class NoteService:
         wanted = validate_limit(self.config.top_k if limit is None else limit, MAX_LIMIT)
         depth = max(CANDIDATES, wanted)
         words = search_words(text) if keyword else []
-        embedder = self.embedder if semantic else None
-        # The two rankings run at once: the keyword query waits on the database (a worker
-        # thread for SQLite, the network for PostgreSQL) while the vectors are ranked.
-        keyword_ranking, semantic_ranking = await asyncio.gather(
-            self.store.keyword_chunks(owner, words, depth),
-            self._semantic(owner, text, depth, embedder),
+        fused_ranking_ = await fused_ranking(
+            text,
+            self.store.keyword_chunks(owner, words, depth) if keyword else None,
+            self.embedder if semantic else None,
+            lambda embedder: self._vectors(owner, embedder),
+            depth,
+            what="notes",
         )
-        rankings = [keyword_ranking] if keyword else []
-        if semantic_ranking is not None:
-            rankings.append(semantic_ranking)
-        fused = reciprocal_rank_fusion(rankings)[:wanted]
+        fused = fused_ranking_.ranked[:wanted]
         found = {c.chunk_id: c for c in await self.store.chunks(owner, [i for i, _ in fused])}
         hits = [
             NoteHit(
@@ -242,22 +234,7 @@ class NoteService:
             for chunk_id, score in fused
             if (chunk := found.get(chunk_id)) is not None  # deleted meanwhile: left out
         ]
-        return SearchResult(hits, semantic_ranking is not None)
-
-    async def _semantic(
-        self, owner: str, query: str, depth: int, embedder: Embedder | None
-    ) -> list[int] | None:
-        """Chunk ids by cosine similarity, or None without embeddings (or when the model
-        fails: a search still answers from its keywords, and says it did)."""
-        if embedder is None:
-            return None
-        try:
-            query_vector = (await embedder.embed([query]))[0]
-        except EmbeddingsFailed as exc:
-            log.warning("notes_semantic_unavailable", extra={"error": exc.message})
-            return None
-        vectors = await self._vectors(owner, embedder)
-        return nearest(vectors, query_vector, depth)
+        return SearchResult(hits, fused_ranking_.semantic)
 
     async def _vectors(self, owner: str, embedder: Embedder) -> ChunkVectors:
         version = await self.store.notes_version(owner)  # before the vectors: see above
@@ -271,20 +248,6 @@ class NoteService:
         while len(self._cache) > CACHED_OWNERS:
             self._cache.popitem(last=False)
         return vectors
-
-
-def nearest(vectors: ChunkVectors, query: Vectors, depth: int) -> list[int]:
-    """Chunk ids by cosine similarity to `query`, best first, at most `depth`, only those
-    above MIN_SIMILARITY. Rows and query are unit length, so the cosine is a dot product."""
-    count = len(vectors.ids)
-    if count == 0 or vectors.matrix.shape[1] != query.shape[0]:
-        return []
-    similarity = vectors.matrix @ query
-    # Partition first: the best `depth` of n in O(n), then sort only those.
-    best = np.argpartition(-similarity, depth - 1)[:depth] if count > depth else np.arange(count)
-    # Best first; equal similarities in chunk-id order (ids ascend with the rows).
-    order = best[np.lexsort((best, -similarity[best]))]
-    return [int(vectors.ids[i]) for i in order if similarity[i] > MIN_SIMILARITY]
 
 
 def build_note_service(

@@ -10,11 +10,15 @@ from typing import Protocol
 
 #: The tables the final step clears, in the order it clears them, each with the column
 #: naming the user. Notes go before their versions row (the chunks' triggers bump it),
+#: memory vectors before their items,
 #: and the user's row last (its API keys, and on SQLite its mode unlocks, reference it).
 OWNED_TABLES: tuple[tuple[str, str], ...] = (
     ("note_chunks", "owner"),
     ("notes", "owner"),
     ("notes_versions", "owner"),
+    ("memory_vectors", "owner"),
+    ("memory_items", "owner"),
+    ("memory_tombstones", "owner"),
     ("mode_unlocks", "user_name"),
     ("idempotency_keys", "owner"),
     ("responses", "owner"),
