@@ -1,4 +1,5 @@
-"""`GET /v1/artifacts/{id}`: a file a tool made, to its owner (DESIGN.md §9);
+"""`GET /v1/artifacts/{id}`: a file a tool made, to its owner (DESIGN.md §9), streamed a
+chunk at a time; `POST /v1/artifacts[?key=]`: an upload, kept as it arrives;
 `GET /v1/artifacts/{id}/meta`: what is known of it, its WebDAV copy's status included; and
 `GET /v1/artifacts?key=`: the artifacts a key's turns made (a page finds a spoken reply's
 audio again by its turn).
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import StreamingResponse
 
 from sessiongate.api.auth import CurrentUser
 from sessiongate.api.schemas import iso
@@ -24,7 +25,7 @@ from sessiongate.core.ids import is_session_id
 from sessiongate.core.keys import validate_session_key
 from sessiongate.core.users import validate_user_name
 from sessiongate.errors import Forbidden, InvalidInput
-from sessiongate.service.artifacts import ArtifactNotFound
+from sessiongate.service.artifacts import ArtifactNotFound, ArtifactTooLarge
 from sessiongate.service.engine import Engine
 
 router = APIRouter(prefix="/v1")
@@ -101,18 +102,48 @@ async def get_artifact(
     user: CurrentUser,
     request: Request,
     owner: Annotated[str | None, Query(max_length=64)] = None,
-) -> Response:
+) -> StreamingResponse:
     engine: Engine = request.app.state.engine
     if engine.artifacts is None:
         raise ArtifactNotFound("no artifact with that id")
-    artifact, data = await engine.artifacts.read(owner_for(user, owner), artifact_id)
+    artifact, pieces = await engine.artifacts.open(owner_for(user, owner), artifact_id)
     extension = EXTENSIONS.get(artifact.media_type, "bin")
     headers = {
         **SECURITY_HEADERS,
         "Content-Disposition": f'inline; filename="{artifact.artifact_id}.{extension}"',
         "ETag": f'"{artifact.sha256}"',
+        "Content-Length": str(artifact.size),
     }
-    return Response(data, media_type=artifact.media_type, headers=headers)
+    # A chunk at a time from the file or the database: never the whole artifact in memory.
+    return StreamingResponse(pieces, media_type=artifact.media_type, headers=headers)
+
+
+@router.post("/artifacts", status_code=201)
+async def upload_artifact(
+    user: CurrentUser,
+    request: Request,
+    key: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+) -> dict[str, Any]:
+    """Keep the request body as an artifact of the caller's (its media type the body's
+    `Content-Type`; `key` names the conversation it belongs to, erased with it). The
+    body is written as it arrives, within `limits.max_artifact_bytes`."""
+    engine: Engine = request.app.state.engine
+    if engine.artifacts is None:
+        raise InvalidInput("this gateway keeps no artifacts", code="artifacts_disabled")
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    announced = request.headers.get("content-length")
+    if (
+        announced is not None
+        and announced.isdigit()
+        and int(announced) > engine.artifacts.max_bytes
+    ):
+        raise ArtifactTooLarge(
+            f"the artifact is {announced} bytes; limits.max_artifact_bytes is"
+            f" {engine.artifacts.max_bytes}"
+        )
+    name = None if key is None else validate_session_key(key)
+    artifact = await engine.artifacts.save_stream(user.name, request.stream(), media_type, key=name)
+    return artifact_json(artifact)
 
 
 @router.get("/artifacts/{artifact_id}/meta")

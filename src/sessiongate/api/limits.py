@@ -17,6 +17,9 @@ from sessiongate.errors import SessionGateError
 from sessiongate.service.session_exchange import MAX_LINE_BYTES
 
 IMPORT_PATH = "/v1/import"
+#: An artifact upload bounds its own body (`limits.max_artifact_bytes`, api/artifacts.py)
+#: and is written as it arrives.
+ARTIFACT_UPLOAD_PATH = "/v1/artifacts"
 
 
 def is_turn_path(path: str) -> bool:
@@ -42,7 +45,7 @@ class BodyLimitMiddleware:
         if (
             scope["type"] != "http"
             or scope["method"] in ("GET", "HEAD", "OPTIONS")
-            or scope.get("path") == IMPORT_PATH
+            or scope.get("path") in (IMPORT_PATH, ARTIFACT_UPLOAD_PATH)
         ):
             await self.app(scope, receive, send)
             return

@@ -1,5 +1,6 @@
-"""Configuration of artifacts: the optional copy of every artifact to a WebDAV folder
-(DESIGN.md §9; seed 000 used Nextcloud).
+"""Configuration of artifacts: where their bytes are kept (a local folder, or the database
+every gateway shares) and the optional copy of every artifact to a WebDAV folder
+(DESIGN.md §9 and §15; seed 000 used Nextcloud).
 
 The credentials never sit in the file: `username_env` and `password_env` name the
 environment variables that hold them, read once at start-up (a set `webdav_url` with a
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 import string
 from datetime import timedelta
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -46,6 +48,9 @@ def layout_fields(layout: str) -> list[str]:
 
 
 class ArtifactsConfig(Section):
+    #: Where artifact bytes are kept: `local` (files under data_dir/artifacts) or
+    #: `database` (chunks in the database every gateway shares; DESIGN.md §15).
+    store: Literal["local", "database"] = "local"
     #: A WebDAV folder (`https://cloud.example.org/remote.php/dav/files/<user>/sessiongate/`)
     #: every kept artifact is copied to, in the background; unset: no copies.
     webdav_url: str | None = None

@@ -42,8 +42,9 @@ from sessiongate.core.artifacts import Artifact, ArtifactCopy
 from sessiongate.core.clock import Clock
 from sessiongate.core.keys import KeyRef
 from sessiongate.errors import ConfigError
+from sessiongate.store.artifact_bytes import ArtifactBytes
 from sessiongate.store.artifact_copies import ArtifactCopyStore, CopyJob
-from sessiongate.store.artifact_files import ArtifactFiles, owner_directory
+from sessiongate.store.artifact_files import owner_directory
 from sessiongate.store.webdav import WebDavError, WebDavFolder
 
 log = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ class ArtifactCopier:
         self,
         config: ArtifactsConfig,
         rows: ArtifactCopyStore,
-        files: ArtifactFiles,
+        files: ArtifactBytes,
         clock: Clock,
     ) -> None:
         self.config = config
@@ -268,7 +269,7 @@ class ArtifactCopier:
                     return None
                 data = None
                 if job.file_name is not None:
-                    data = await asyncio.to_thread(self.files.read, job.file_name)
+                    data = await self.files.read(job.file_name)
                 if data is None:
                     return WebDavError(
                         "the artifact's file is gone from the gateway: nothing to copy",

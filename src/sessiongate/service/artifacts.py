@@ -5,8 +5,12 @@ An artifact belongs to one user. Reading another user's artifact answers exactly
 unknown id does (`artifact_not_found`), so nobody learns that it exists. An artifact made
 in a conversation names its key, and goes when that key is erased.
 
-Bytes are written before the row: a crash between the two leaves an unreferenced file,
-never a row whose file is missing. Erasure removes the rows first for the same reason.
+The bytes live under `data_dir/artifacts`, or with `[artifacts] store = "database"` in
+the database, where every gateway reads them (store/artifact_bytes.py); either way they
+are written and read a chunk at a time (`save_stream`, `open`), never whole.
+
+Bytes are written before the row: a crash between the two leaves unreferenced bytes,
+never a row whose bytes are missing. Erasure removes the rows first for the same reason.
 
 With `[artifacts] webdav_url` set, every saved artifact is also copied to that WebDAV
 folder in the background, and an erased one's copy is deleted there
@@ -15,9 +19,8 @@ folder in the background, and an erased one's copy is deleted there
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import re
+from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
 
 from sessiongate.config import Settings
@@ -27,6 +30,7 @@ from sessiongate.core.ids import IdGenerator, is_session_id
 from sessiongate.core.keys import KeyRef, validate_session_key
 from sessiongate.errors import ContentTooLarge, InvalidInput, NotFound
 from sessiongate.service.artifact_copy import ArtifactCopier
+from sessiongate.store.artifact_bytes import ArtifactBytes, ChunkStore
 from sessiongate.store.artifact_copies import ArtifactCopyStore
 from sessiongate.store.artifact_files import ArtifactFiles
 from sessiongate.store.artifacts import ArtifactStore
@@ -54,7 +58,7 @@ class ArtifactService:
     def __init__(
         self,
         store: ArtifactStore,
-        files: ArtifactFiles,
+        files: ArtifactBytes,
         ids: IdGenerator,
         clock: Clock,
         *,
@@ -78,38 +82,71 @@ class ArtifactService:
         key: str | None = None,
         turn_id: str | None = None,
     ) -> Artifact:
-        if not _MEDIA_TYPE.fullmatch(media_type):
-            raise InvalidInput(f"{media_type!r} is not a media type", code="invalid_media_type")
+        """Keep `data` (already in memory: a tool's output, an attachment)."""
         if not data:
             raise InvalidInput("an artifact needs at least one byte", code="empty_artifact")
         if len(data) > self.max_bytes:
             raise ArtifactTooLarge(
                 f"the artifact is {len(data)} bytes; limits.max_artifact_bytes is {self.max_bytes}"
             )
+
+        async def pieces() -> AsyncIterator[bytes]:
+            yield data
+
+        return await self.save_stream(owner, pieces(), media_type, key=key, turn_id=turn_id)
+
+    async def save_stream(
+        self,
+        owner: str,
+        pieces: AsyncIterable[bytes],
+        media_type: str,
+        *,
+        key: str | None = None,
+        turn_id: str | None = None,
+    ) -> Artifact:
+        """Keep the bytes `pieces` yields, written as they come (an upload): past
+        `limits.max_artifact_bytes`, ArtifactTooLarge and nothing kept."""
+        if not _MEDIA_TYPE.fullmatch(media_type):
+            raise InvalidInput(f"{media_type!r} is not a media type", code="invalid_media_type")
         if key is not None:
             validate_session_key(key)
         artifact_id = self.ids.new()
+        file_name = self.files.file_name(owner, artifact_id)
+        size, sha256 = await self.files.write(file_name, owner, self._bounded(pieces))
+        if size == 0:
+            await self.files.remove([file_name])
+            raise InvalidInput("an artifact needs at least one byte", code="empty_artifact")
         artifact = Artifact(
             artifact_id=artifact_id,
             owner=owner,
             key=key,
             turn_id=turn_id,
             media_type=media_type,
-            size=len(data),
-            sha256=hashlib.sha256(data).hexdigest(),
+            size=size,
+            sha256=sha256,
             created_at=self.clock.now(),
-            file_name=self.files.file_name(owner, artifact_id),
+            file_name=file_name,
         )
-        await asyncio.to_thread(self.files.write, artifact.file_name, data)
         copy = None if self.copies is None else self.copies.plan(artifact)
         try:
             await self.store.add_artifact(artifact, copy)
         except BaseException:
-            await asyncio.to_thread(self.files.remove, artifact.file_name)
+            await self.files.remove([artifact.file_name])
             raise
         if copy is not None and self.copies is not None:
             self.copies.wake()  # copied in the background: the caller never waits for it
         return artifact
+
+    async def _bounded(self, pieces: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+        size = 0
+        async for piece in pieces:
+            size += len(piece)
+            if size > self.max_bytes:
+                raise ArtifactTooLarge(
+                    f"the artifact is over limits.max_artifact_bytes ({self.max_bytes} bytes)"
+                )
+            if piece:
+                yield piece
 
     async def describe(self, owner: str, artifact_id: str) -> Artifact:
         """The owner's artifact row; ArtifactNotFound for an unknown id or someone else's."""
@@ -136,11 +173,20 @@ class ArtifactService:
         )
 
     async def read(self, owner: str, artifact_id: str) -> tuple[Artifact, bytes]:
+        """The artifact and its whole bytes (small ones; `open` streams)."""
         artifact = await self.describe(owner, artifact_id)
-        data = await asyncio.to_thread(self.files.read, artifact.file_name)
-        if data is None:  # erased between the row and the file
+        data = await self.files.read(artifact.file_name)
+        if data is None:  # erased between the row and the bytes
             raise ArtifactNotFound(f"no artifact {artifact_id}")
         return artifact, data
+
+    async def open(self, owner: str, artifact_id: str) -> tuple[Artifact, AsyncIterator[bytes]]:
+        """The artifact and its bytes, a chunk at a time (a download)."""
+        artifact = await self.describe(owner, artifact_id)
+        pieces = await self.files.open(artifact.file_name)
+        if pieces is None:  # erased between the row and the bytes
+            raise ArtifactNotFound(f"no artifact {artifact_id}")
+        return artifact, pieces
 
     async def copy_of(self, artifact: Artifact) -> ArtifactCopy | None:
         """A described artifact's WebDAV copy; None when it has none."""
@@ -166,12 +212,8 @@ class ArtifactService:
         )
         if self.copies is not None:
             self.copies.wake()
-        await asyncio.to_thread(self._remove_files, [a.file_name for a in found])
+        await self.files.remove([a.file_name for a in found])
         return len(found)
-
-    def _remove_files(self, file_names: list[str]) -> None:
-        for file_name in file_names:
-            self.files.remove(file_name)
 
 
 def artifacts_folder(settings: Settings) -> Path:
@@ -197,7 +239,11 @@ def build_artifact_service(
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no artifact store for {type(store).__name__}")
         rows = PostgresArtifactStore(store)
-    files = ArtifactFiles(artifacts_folder(settings))
+    files = ArtifactBytes(
+        ArtifactFiles(artifacts_folder(settings)),
+        chunk_rows(store),
+        database=settings.artifacts.store == "database",
+    )
     return ArtifactService(
         rows,
         files,
@@ -206,6 +252,22 @@ def build_artifact_service(
         max_bytes=settings.limits.max_artifact_bytes,
         copies=ArtifactCopier(settings.artifacts, copy_rows(store), files, clock),
     )
+
+
+def chunk_rows(store: Store) -> ChunkStore:
+    """The artifact chunk rows beside the artifact rows."""
+    from sessiongate.store.sqlite.store import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        from sessiongate.store.sqlite.artifact_chunks import SQLiteArtifactChunks
+
+        return SQLiteArtifactChunks(store)
+    from sessiongate.store.postgres.artifact_chunks import PostgresArtifactChunks
+    from sessiongate.store.postgres.store import PostgresStore
+
+    if not isinstance(store, PostgresStore):
+        raise TypeError(f"no artifact chunk store for {type(store).__name__}")
+    return PostgresArtifactChunks(store)
 
 
 def copy_rows(store: Store) -> ArtifactCopyStore:

@@ -29,6 +29,7 @@ from sessiongate.store.migration_rows import (
     SQLITE_DERIVED_TABLES,
     TableChecksum,
     TablePlan,
+    batch_rows,
     copy_order,
     plan_table,
     postgres_canonical,
@@ -207,7 +208,7 @@ def sqlite_checksum(src: sqlite3.Connection, plan: TablePlan) -> TableChecksum:
     cursor = src.execute(
         f"SELECT {', '.join(q(c) for c in plan.columns)} FROM {q(plan.name)} ORDER BY {order}"
     )
-    while batch := cursor.fetchmany(5000):
+    while batch := cursor.fetchmany(batch_rows(plan.name)):
         for row in batch:
             checksum.add([sqlite_canonical(k, v) for k, v in zip(plan.kinds, row, strict=True)])
     return checksum
@@ -221,7 +222,7 @@ async def postgres_checksum(pg: Connection, plan: TablePlan) -> TableChecksum:
         q(c) + (' COLLATE "C"' if plan.kind_of(c) == "text" else "") for c in plan.order_by
     )
     query = f"SELECT {', '.join(q(c) for c in plan.columns)} FROM {q(plan.name)} ORDER BY {order}"
-    async for row in pg.cursor(query, prefetch=5000):
+    async for row in pg.cursor(query, prefetch=batch_rows(plan.name)):
         checksum.add([postgres_canonical(k, v) for k, v in zip(plan.kinds, row, strict=True)])
     return checksum
 

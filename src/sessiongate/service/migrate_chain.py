@@ -22,12 +22,11 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.store.migration_rows import TablePlan, to_postgres
+from sessiongate.store.migration_rows import TablePlan, batch_rows, to_postgres
 
 if TYPE_CHECKING:
     from sessiongate.store.postgres.rows import Connection
 
-BATCH = 5000
 Progress = Callable[[str, int], None]
 
 
@@ -53,7 +52,7 @@ async def copy_rows(
         f" {where} ORDER BY {', '.join(q(c) for c in plan.order_by)}",
         params,
     )
-    while batch := cursor.fetchmany(BATCH):
+    while batch := cursor.fetchmany(batch_rows(plan.name)):
         await pg.copy_records_to_table(
             plan.name, records=[converted(plan, r) for r in batch], columns=list(plan.columns)
         )

@@ -15,6 +15,7 @@ import hashlib
 import os
 import secrets
 from pathlib import Path
+from typing import BinaryIO
 
 from sessiongate.store.private_files import OWNER_ONLY_DIRECTORY, OWNER_ONLY_FILE
 
@@ -34,6 +35,17 @@ class ArtifactFiles:
         return f"{owner_directory(owner)}/{artifact_id}"
 
     def write(self, file_name: str, data: bytes) -> None:
+        fd, temporary = self.begin(file_name)
+        try:
+            self.append(fd, data)
+        except BaseException:
+            self.abort(fd, temporary)
+            raise
+        self.commit(fd, temporary, file_name)
+
+    def begin(self, file_name: str) -> tuple[int, Path]:
+        """A new private temporary file beside where `file_name` goes: its descriptor and
+        path, for `append`, then `commit` (or `abort`)."""
         target = self._path(file_name)
         self._private_directory(self.root)
         self._private_directory(target.parent)
@@ -41,21 +53,43 @@ class ArtifactFiles:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_ONLY_FILE)
         try:
             os.fchmod(fd, OWNER_ONLY_FILE)  # the umask filtered the mode os.open was given
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+        except BaseException:
+            self.abort(fd, temporary)
+            raise
+        return fd, temporary
+
+    @staticmethod
+    def append(fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+
+    def commit(self, fd: int, temporary: Path, file_name: str) -> None:
+        """Sync the temporary file and rename it into place."""
+        try:
             os.fsync(fd)
         except BaseException:
-            os.close(fd)
-            temporary.unlink(missing_ok=True)
+            self.abort(fd, temporary)
             raise
         os.close(fd)
         try:
-            os.replace(temporary, target)
+            os.replace(temporary, self._path(file_name))
         except BaseException:
             temporary.unlink(missing_ok=True)
             raise
+
+    @staticmethod
+    def abort(fd: int, temporary: Path) -> None:
+        os.close(fd)
+        temporary.unlink(missing_ok=True)
+
+    def open(self, file_name: str) -> BinaryIO | None:
+        """The file open for reading, or None when it is gone."""
+        try:
+            return self._path(file_name).open("rb")
+        except FileNotFoundError:
+            return None
 
     def read(self, file_name: str) -> bytes | None:
         """The bytes, or None when the file is gone (erased while the row was read)."""

@@ -27,6 +27,17 @@ SQLITE_DERIVED_TABLES = frozenset({"schema_migrations", "notes_totals"})
 SQLITE_DERIVED_COLUMNS = frozenset({("notes_versions", "chunks")})
 #: The key chains: copied by replaying them (service/migrate_chain.py), so the guards hold.
 CHAIN_TABLES = ("session_keys", "segments", "messages")
+#: Rows per batch when copying and checksumming a table.
+BATCH_ROWS = 5000
+#: Tables of large rows (artifact chunks, up to 256 KiB each), handled a few rows at a
+#: time so a migration never holds more than a few MB of them.
+WIDE_TABLES = frozenset({"artifact_chunks"})
+WIDE_BATCH_ROWS = 16
+
+
+def batch_rows(table: str) -> int:
+    """How many rows of `table` one batch of the copy or the checksum holds."""
+    return WIDE_BATCH_ROWS if table in WIDE_TABLES else BATCH_ROWS
 
 #: PostgreSQL type (pg_type.typname) → the kind of value a column holds.
 _KINDS = {

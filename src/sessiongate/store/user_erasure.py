@@ -29,6 +29,7 @@ OWNED_TABLES: tuple[tuple[str, str], ...] = (
     ("hook_deliveries", "owner"),
     ("tasks", "owner"),
     ("quota_counters", "user_name"),
+    ("artifact_chunks", "owner"),
     ("api_keys", "user_name"),
     ("users", "name"),
 )
