@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -472,6 +474,58 @@ async def test_retention_archives_each_idle_key_once_with_two_gateways(two: Clus
     announced = deliveries(two, "session.rotated", "idle:")
     assert sorted(d["data"]["key"] for d in announced) == [f"idle:{n}" for n in range(6)]
     assert {d["data"]["reason"] for d in announced} == {"idle"}
+
+
+# -- a gateway killed mid-turn ------------------------------------------------------------------
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[Cluster]:
+    """Two gateways of the test's own (it kills one)."""
+    with cluster(tmp_path, 2) as found:
+        yield found
+
+
+async def test_a_retry_after_its_gateway_was_killed_runs_on_the_other_at_once(
+    pair: Cluster,
+) -> None:
+    """SIGKILL the gateway running an idempotent turn: the client's retry on the other
+    gateway must not wait out `stale_after` (ten minutes) on a row no process will ever
+    finish; the claimer's liveness lock went with it, so the row is taken over."""
+    found = pair
+    gw_b = found.gateways[1]
+    async with clients(found) as (a, b):
+        body = {"content": "slow 100", "stream": False}
+        headers = {"Idempotency-Key": "killed-1"}
+        doomed = asyncio.create_task(
+            b.post("/v1/sessions/killed:one/messages", json=body, headers=headers)
+        )
+        await eventually(lambda: found.model_calls("slow 100") == 1)
+        os.killpg(gw_b.proc.pid, signal.SIGKILL)
+        with pytest.raises(httpx.TransportError):
+            await doomed
+        began = time.monotonic()
+        retried = await a.post(
+            "/v1/sessions/killed:one/messages",
+            json={"content": "slow 100", "stream": False},
+            headers=headers,
+        )
+        waited = time.monotonic() - began
+        assert retried.status_code == 200, retried.text
+        assert retried.json()["reply"] == "".join(f"w{i} " for i in range(100))
+        assert waited < 20  # the run itself takes about 5 s
+        # Answered once: a retry now replays it, on either gateway still up.
+        again = await a.post("/v1/sessions/killed:one/messages", json=body, headers=headers)
+        assert again.json()["turn_id"] == retried.json()["turn_id"]
+    assert found.model_calls("slow 100") == 2  # the killed run, and the retry's
+    stored = await history(found.database_url, "alice/killed:one")
+    # What the killed turn had stored stays (its user message, as after any crash);
+    # the retry's question and answer follow.
+    assert [(role, content) for role, content, _ in stored][-2:] == [
+        ("user", "slow 100"),
+        ("assistant", "".join(f"w{i} " for i in range(100))),
+    ]
+    assert [role for role, _, _ in stored] == ["user", "user", "assistant"]
 
 
 # -- what a gateway on a vanished host leaves behind ------------------------------------------

@@ -22,6 +22,7 @@ from sessiongate.errors import ConfigError, KeyExists, MigrationError, SessionGa
 from sessiongate.service.engine import build_engine
 from sessiongate.service.sessions import Caller
 from sessiongate.store.migrations import load_migrations
+from sessiongate.store.postgres.liveness import LIVENESS_CLASS
 from sessiongate.store.postgres.locks import PostgresKeyLocks, lock_id
 from sessiongate.store.postgres.store import PostgresStore
 from sessiongate.store.sqlite.store import SQLiteStore
@@ -236,8 +237,11 @@ async def two_lock_pools(url: str) -> AsyncIterator[tuple[PostgresKeyLocks, Post
 async def advisory_locks_held(url: str) -> int:
     conn = await asyncpg.connect(url)
     try:
+        # Every process's own liveness lock (store/postgres/liveness.py) is not counted.
         count = await conn.fetchval(
             "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND NOT (objsubid = 2 AND classid = $1::bigint::oid)",
+            LIVENESS_CLASS,
         )
         return int(count)
     finally:

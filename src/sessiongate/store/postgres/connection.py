@@ -16,6 +16,7 @@ from sessiongate.core.keys import KeyRef
 from sessiongate.errors import KeyExists
 from sessiongate.store.migrations import apply_postgres_migrations
 from sessiongate.store.postgres.events import KeyChanged, KeyChangeListener
+from sessiongate.store.postgres.liveness import ProcessLiveness
 from sessiongate.store.postgres.locks import HOLDER_SETTINGS
 from sessiongate.store.postgres.rows import create_pool, translate, violated
 
@@ -34,6 +35,9 @@ class PostgresConnection:
         self._pool: Pool | None = None
         self._lock_pool: Pool | None = None
         self._events = KeyChangeListener()
+        #: This process's liveness lock: claims it makes carry its token, and a claim
+        #: whose token no live process holds was abandoned (store/postgres/liveness.py).
+        self.liveness = ProcessLiveness()
 
     async def start(self) -> None:
         """Connect and migrate. Idempotent; after `stop()` it connects again."""
@@ -49,7 +53,9 @@ class PostgresConnection:
             # hours, since the locks they hold end only with them (HOLDER_SETTINGS).
             self._lock_pool = await create_pool(self.url, self.pool_size, HOLDER_SETTINGS)
             await self._events.start(self.url)
+            await self.liveness.start(self.url)
         except BaseException:
+            await self._events.stop()
             await pool.close()
             if self._lock_pool is not None:
                 await self._lock_pool.close()
@@ -100,6 +106,7 @@ class PostgresConnection:
     async def stop(self) -> None:
         """Close both pools. The store may be started again (on another event loop)."""
         await self._events.stop()
+        await self.liveness.stop()
         pools = [p for p in (self._pool, self._lock_pool) if p is not None]
         self._pool = self._lock_pool = None
         for pool in pools:

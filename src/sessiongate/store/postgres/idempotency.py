@@ -8,10 +8,26 @@ from typing import Any
 import orjson
 
 from sessiongate.store.idempotency import IdempotencyRecord
+from sessiongate.store.postgres.liveness import CLAIMER_GONE_SQL
 from sessiongate.store.postgres.rows import utc
 from sessiongate.store.postgres.store import PostgresStore
 
 _COLUMNS = "owner, idem_key, fingerprint, status, result, created_at"
+
+#: A `running` row's `result` names the claiming process's liveness token (the outcome
+#: replaces it when the turn ends).
+CLAIMED_BY = "claimed_by"
+
+# A `running` row is taken over when it is older than `stale_after`, or at once when the
+# process that claimed it is gone (killed, crashed, its host lost): its turn will never
+# finish, and a retry on another gateway would otherwise wait out `stale_after`.
+_TAKE_OVER = f"""
+DELETE FROM idempotency_keys WHERE owner = $1 AND idem_key = $2 AND status = 'running'
+AND (created_at < $3 OR (
+    result IS NOT NULL
+    AND {CLAIMER_GONE_SQL.replace("$1", f"(result::json ->> '{CLAIMED_BY}')")}
+))
+"""
 
 
 def _record(row: Any) -> IdempotencyRecord:
@@ -27,7 +43,8 @@ def _record(row: Any) -> IdempotencyRecord:
 
 class PostgresIdempotencyStore:
     """Shares the session store's pool; the same answers as SQLiteIdempotencyStore. The
-    primary key makes the claim atomic across processes."""
+    primary key makes the claim atomic across processes; a claim abandoned by a process
+    that died is taken over at once (`_TAKE_OVER`)."""
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
@@ -39,21 +56,16 @@ class PostgresIdempotencyStore:
         # claimer): then claim again.
         while True:
             async with self._store.transaction() as db:
-                await db.execute(
-                    "DELETE FROM idempotency_keys WHERE owner = $1 AND idem_key = $2"
-                    " AND status = 'running' AND created_at < $3",
-                    owner,
-                    key,
-                    stale_before,
-                )
+                await db.execute(_TAKE_OVER, owner, key, stale_before)
                 inserted = await db.fetchrow(
                     f"INSERT INTO idempotency_keys ({_COLUMNS})"
-                    " VALUES ($1, $2, $3, 'running', NULL, $4)"
+                    " VALUES ($1, $2, $3, 'running', $5, $4)"
                     " ON CONFLICT (owner, idem_key) DO NOTHING RETURNING owner",
                     owner,
                     key,
                     fingerprint,
                     now,
+                    orjson.dumps({CLAIMED_BY: self._store.liveness.token}).decode(),
                 )
                 if inserted is not None:
                     return None
