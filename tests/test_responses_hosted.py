@@ -36,6 +36,9 @@ CLIENT_TOOL = {
 }
 
 
+BOTH_HOSTED: list[Any] = [{"type": "web_search"}, {"type": "file_search"}]
+
+
 def _answer(body: dict[str, Any]) -> WireAnswer:
     messages = body["messages"]
     last = messages[-1]
@@ -55,7 +58,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, 
     directory = tmp_path_factory.mktemp("hosted")
     more = (
         '[agents.main]\nhosted_tools = {web_search = "web__search"}\n'
-        "[agents.plain]\nusers = [\"*\"]\n"
+        '[agents.plain]\nusers = ["*"]\n'
         f"[mcp.web]\ncommand = {json.dumps(sys.executable)}\n"
         f"args = [{json.dumps(str(SEARCH_SERVER))}]\n"
     )
@@ -144,7 +147,7 @@ def test_a_hosted_tool_without_an_equivalent_is_left_out_and_said(
         raw = client.responses.with_raw_response.create(
             model="plain",
             input="search marathon",
-            tools=[{"type": "web_search"}, {"type": "file_search"}],  # type: ignore[list-item]
+            tools=BOTH_HOSTED,
         )
         response = raw.parse()
         assert raw.headers["X-Hosted-Tools-Dropped"] == "web_search,file_search"
@@ -158,7 +161,7 @@ def test_a_hosted_tool_without_an_equivalent_is_left_out_and_said(
         raw = client.responses.with_raw_response.create(
             model="main",
             input="hello",
-            tools=[{"type": "web_search"}, {"type": "file_search"}],  # type: ignore[list-item]
+            tools=BOTH_HOSTED,
         )
         assert raw.headers["X-Hosted-Tools-Dropped"] == "file_search"
         assert raw.parse().output_text == "heard: hello with ['web_search']"

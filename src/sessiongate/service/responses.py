@@ -16,6 +16,12 @@ from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.sessions import SessionService
 from sessiongate.store.responses import ResponseRecord, ResponseStore
 
+#: A kept response's body: its cancel was asked for (POST /v1/responses/{id}/cancel),
+#: maybe in another process than the one running it.
+CANCEL_REQUESTED = "sessiongate_cancel_requested"
+#: The statuses of a response still running.
+RUNNING = frozenset({"queued", "in_progress"})
+
 
 class ResponseService:
     def __init__(
@@ -53,6 +59,15 @@ class ResponseService:
 
     async def delete(self, caller: Caller, response_id: str) -> bool:
         return await self.store.delete(caller.name, response_id)
+
+    async def request_cancel(self, caller: Caller, found: ResponseRecord) -> bool:
+        """Mark a background response that is still running (in any process) to be
+        cancelled: `CANCEL_REQUESTED` in its kept body, which the process running it
+        polls. False when it ended meanwhile (its end is kept as it is)."""
+        if found.body.get("status") not in RUNNING or found.body.get(CANCEL_REQUESTED):
+            return False
+        marked = {**found.body, CANCEL_REQUESTED: True}
+        return await self.store.replace_body(caller.name, found.response_id, found.body, marked)
 
     async def erase(self, ref: KeyRef) -> None:
         await self.store.erase_key(ref.owner, ref.name)

@@ -70,6 +70,14 @@ class ResponseStore(Protocol):
 
     async def delete(self, owner: str, response_id: str) -> bool: ...
 
+    async def replace_body(
+        self, owner: str, response_id: str, expected: dict[str, Any], body: dict[str, Any]
+    ) -> bool:
+        """Put `body` in place of `expected` only if the row still holds exactly that
+        (compare and set: a background response's cancel request, which must not
+        overwrite the response's end written meanwhile by the process running it)."""
+        ...
+
     async def erase_key(self, owner: str, key: str) -> None:
         """The key was erased: its responses and conversation object go too."""
         ...

@@ -56,6 +56,18 @@ class PostgresResponseStore:
         )
         return str(status).rsplit(" ", 1)[-1] != "0"
 
+    async def replace_body(
+        self, owner: str, response_id: str, expected: dict[str, Any], body: dict[str, Any]
+    ) -> bool:
+        status = await self._store.pool.execute(
+            "UPDATE responses SET body = $1 WHERE response_id = $2 AND owner = $3 AND body = $4",
+            orjson.dumps(body).decode(),
+            response_id,
+            owner,
+            orjson.dumps(expected).decode(),
+        )
+        return str(status).rsplit(" ", 1)[-1] != "0"
+
     async def erase_key(self, owner: str, key: str) -> None:
         await self._store.pool.execute(
             "DELETE FROM responses WHERE owner = $1 AND key = $2", owner, key

@@ -59,6 +59,21 @@ class SQLiteResponseStore:
             ).rowcount
         return bool(gone)
 
+    async def replace_body(
+        self, owner: str, response_id: str, expected: dict[str, Any], body: dict[str, Any]
+    ) -> bool:
+        with self._store.transaction() as db:
+            changed = db.execute(
+                "UPDATE responses SET body = ? WHERE response_id = ? AND owner = ? AND body = ?",
+                (
+                    orjson.dumps(body).decode(),
+                    response_id,
+                    owner,
+                    orjson.dumps(expected).decode(),
+                ),
+            ).rowcount
+        return bool(changed)
+
     async def erase_key(self, owner: str, key: str) -> None:
         with self._store.transaction() as db:
             db.execute("DELETE FROM responses WHERE owner = ? AND key = ?", (owner, key))
