@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sessiongate.api.auth import CurrentUser, caller_for, routes_of
 from sessiongate.api.errors import error_response
+from sessiongate.api.openai.announced import announced_headers
 from sessiongate.api.openai.messages import ParsedRequest, fit_client_tools, parse_request
 from sessiongate.api.sse import collect_reply, reply_status
 from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
@@ -280,6 +281,7 @@ class _Completion:
         if not self.body.stream:
             return await self._whole(handle, first, events, headers)
         include_usage = bool(self.body.stream_options and self.body.stream_options.include_usage)
+        headers = {**headers, **await announced_headers(handle)}  # the working set's
         return StreamingResponse(
             self._chunks(handle, first, events, include_usage),
             media_type="text/event-stream",

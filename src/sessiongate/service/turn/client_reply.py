@@ -133,6 +133,7 @@ class StatelessReplies:
         options: ModelOptions | None,
     ) -> TurnHandle:
         handle = TurnHandle(turn_id)
+        handle.context_ready.set()  # the client's list is the context: nothing to wait for
         task = asyncio.get_running_loop().create_task(self._run(handle, agent, wire, options))
         handle.task = task
         self._running.add(task)

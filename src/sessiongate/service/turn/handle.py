@@ -127,6 +127,9 @@ class TurnHandle:
         #: Emit the model's reasoning as `ReasoningEvent`s (the Responses API asks;
         #: set before the turn's task first runs).
         self.reasoning_events = False
+        #: Set once the context is assembled and what it announces (a compaction, a trim)
+        #: emitted, just before the model is asked (api/openai/announced.py).
+        self.context_ready = asyncio.Event()
         #: Every event emitted so far; event `seq` is at index `seq - 1` (seq 1 is `start`).
         self.journal: list[TurnEvent] = []
         self.closed = False

@@ -431,6 +431,7 @@ class TurnService:
                 ),
             )
 
+        handle.context_ready.set()
         async def refit(scale: float) -> AssembledContext:
             smaller = await assemble_turn_context(
                 sessions, ref, agent, segment, fragments, plan, ratio * scale, self.compactor
