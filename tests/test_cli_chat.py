@@ -61,3 +61,42 @@ def test_chat_commands_help_history_sessions(tmp_path: Path) -> None:
         assert "2 message(s) in 1 segment(s)" in out  # /sessions
         assert "new segment (manual)" in out
         assert "chat:alice has no messages yet" in out  # /history after /new
+
+
+def test_chat_shows_compactions_through_sessiongate_serve(tmp_path: Path) -> None:
+    """Issue 21: `/compact` goes to the gateway, and its `compaction` event is a line."""
+    from tests.support.served import relay_model, served_gateway
+
+    config = relay_model(tmp_path, "relay").replace(
+        'provider = "command"', 'provider = "command"\ncontext_window = 4096'
+    )
+    config += (
+        '[agents.defaults]\nmodel = "relay"\n'
+        "[agents.defaults.context]\nkeep_recent = 2\ncompact_at = 1.0\n"
+    )
+    with served_gateway(tmp_path, config, {"alice": ("--primary",)}) as served:
+        typed = "/compact\none\ntwo\nthree\n/compact keep the numbers\n"
+        result = chat(served.url, served.keys["alice"], typed, "--key", "cli:compact")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "nothing to compact yet" in out
+    assert "messages #1-#4 summarised" in out and "the originals are kept" in out
+    assert "unknown command" not in out
+
+
+def test_working_set_events_in_words() -> None:
+    from sessiongate.cli.chat import compaction_line
+
+    assert "failed: nothing was lost" in compaction_line({"status": "failed"})
+    waited = compaction_line(
+        {
+            "status": "waited",
+            "covers": {"first_seq": 1, "last_seq": 9, "count": 9},
+            "tokens_before": 900,
+            "tokens_after": 40,
+            "compaction_id": "c1",
+        }
+    )
+    assert waited.startswith("messages #1-#9 summarised (900 -> 40 tokens, compaction c1)")
+    assert "waited" in waited
+    assert compaction_line({"status": "unavailable"}) == "this agent's context is not compacted"

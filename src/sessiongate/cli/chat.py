@@ -1,6 +1,9 @@
 """`sessiongate chat`: a terminal client for a running gateway, over HTTP and SSE.
 
-Lines are sent as turns (`/new` and `/new <text>` too: the gateway rotates). A few
+Lines are sent as turns (`/new` and `/new <text>` too: the gateway rotates; `/compact
+[instructions]`: the gateway summarises the older messages now). What the working set
+does is shown as a line: a compaction, or older messages left out (docs/working_set.md).
+A few
 commands stay in the client: `/help`, `/history` (the current key's latest segment),
 `/sessions` (the caller's keys) and `/quit`.
 """
@@ -22,6 +25,7 @@ HELP = """\
 [bold]commands[/bold]
   /new [text]  start a new segment (the gateway archives the current one); text after it
                is the new segment's first message
+  /compact [instructions]  summarise the older messages now (the originals are kept)
   /history     the messages of the current key's latest segment
   /sessions    your session keys: messages, segments, last activity
   /help        this list
@@ -66,7 +70,7 @@ def run_chat(url: str, api_key: str, key: str | None, console: Console) -> int:
                     _history_command(client, state, console)
                 elif command == "/sessions":
                     _sessions_command(client, console)
-                elif _COMMAND.fullmatch(command) and command != "/new":
+                elif _COMMAND.fullmatch(command) and command not in ("/new", "/compact"):
                     console.print(f"[yellow]unknown command {command}; /help lists them[/yellow]")
                 else:
                     _turn(client, state, text, console)
@@ -147,7 +151,32 @@ def _render(event: str, data: dict[str, object], console: Console) -> None:
         console.print(escape(str(data["content"])), end="")
     elif event == "rotation":
         console.print(f"[yellow]— new segment ({data['reason']}): {data['to']} —[/yellow]")
+    elif event == "compaction":
+        console.print(f"[yellow]— {escape(compaction_line(data))} —[/yellow]")
+    elif event == "context_trimmed":
+        console.print(
+            f"[yellow]— {data['dropped']} older message(s) left out of the model's context"
+            f" ({data['reason']}) —[/yellow]"
+        )
     elif event == "end":
         console.print()
     elif event == "error":
         console.print(f"\n[red]{data['code']}: {escape(str(data['message']))}[/red]")
+
+
+def compaction_line(data: dict[str, object]) -> str:
+    """A `compaction` event in words (docs/working_set.md)."""
+    status = data.get("status")
+    covers = data.get("covers") or {}
+    if status in ("done", "waited") and isinstance(covers, dict):
+        waited = " (this turn waited for it)" if status == "waited" else ""
+        return (
+            f"messages #{covers.get('first_seq')}-#{covers.get('last_seq')} summarised"
+            f" ({data.get('tokens_before')} -> {data.get('tokens_after')} tokens,"
+            f" compaction {data.get('compaction_id')}){waited}; the originals are kept"
+        )
+    if status == "failed":
+        return "a compaction failed: nothing was lost; older messages may be left out"
+    if status == "nothing_to_compact":
+        return "nothing to compact yet"
+    return "this agent's context is not compacted"
