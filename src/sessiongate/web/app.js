@@ -87,6 +87,7 @@ async function signIn(key, { quiet = false } = {}) {
     const me = await api.get("/v1/me");
     sessionStorage.setItem(STORE.apiKey, key);
     $("#whoami").textContent = `${me.name}${me.admin ? " (admin)" : me.primary ? " (primary)" : ""}`;
+    await showQuota();
     $("#api-key").value = "";
     $("#signin-view").hidden = true;
     $("#views").hidden = false;
@@ -117,6 +118,8 @@ function signOut() {
   clear($("#session-list"));
   clear($("#chain-list"));
   $("#whoami").textContent = "";
+  $("#quota").textContent = "";
+  $("#quota").hidden = true;
   for (const id of ["#chat-view", "#notes-view", "#tasks-view", "#memory-view", "#modes-view", "#views", "#sign-out"]) {
     $(id).hidden = true;
   }
@@ -183,9 +186,26 @@ async function loadChain() {
   renderChainList();
 }
 
+/** "quota: 3 of 30 requests this minute · 1,200 of 200,000 tokens today" (GET
+ * /v1/me/quotas), only the quotas that apply; hidden when none does. */
+async function showQuota() {
+  const box = $("#quota");
+  const { quotas } = await api.get("/v1/me/quotas");
+  const parts = [];
+  const shown = (n) => Number(n).toLocaleString("en");
+  const minute = quotas.requests_per_minute;
+  if (minute && minute.limit !== null) {
+    parts.push(`${shown(minute.used)} of ${shown(minute.limit)} requests this minute`);
+  }
+  const day = quotas.tokens_per_day;
+  if (day && day.limit !== null) parts.push(`${shown(day.used)} of ${shown(day.limit)} tokens today`);
+  box.textContent = parts.length ? `quota: ${parts.join(" · ")}` : "";
+  box.hidden = !parts.length;
+}
+
 async function refresh() {
   try {
-    await Promise.all([loadSessions(), loadChain()]);
+    await Promise.all([loadSessions(), loadChain(), showQuota()]);
   } catch (error) {
     transcript.append(errorEl(error));
   }
