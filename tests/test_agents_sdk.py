@@ -1,116 +1,91 @@
-"""The OpenAI Agents SDK (`openai-agents`) against the gateway (DESIGN.md §14, issue 25):
-`Runner.run` with the SDK's default model (the Responses API) pointed at the gateway, a
-function tool the SDK runs itself, `previous_response_id` runs, and
+"""The OpenAI Agents SDK (`openai-agents` 0.24.0) against `sessiongate serve` (DESIGN.md
+§14, issue 25): `Runner.run` with the SDK's default model (the Responses API) pointed at
+the gateway, a function tool the SDK runs itself, a `previous_response_id` run, and
 `OpenAIConversationsSession` keeping a conversation across runs in the Conversations API.
 
-Skipped when `agents` is not importable (it is in the `bench` extra)."""
+The SDK needs websockets<17 and the dev venv has 17, so it lives in a venv of its own:
+scripts/test makes it (`scripts/clients.sh agents-python`, into .client-tools/) and points
+`SESSIONGATE_TEST_AGENTS_PYTHON` at its python, which runs tests/support/agents_sdk_script.py
+as a subprocess. Skipped, and said, where that variable is not set."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
-import openai
+import httpx
 import pytest
 
-from sessiongate.models.base import (
-    NO_OPTIONS,
-    ModelCapabilities,
-    ModelChunk,
-    ModelOptions,
-    ReplyModel,
-    TextDelta,
-    ToolCallChunk,
-    Usage,
-    WireMessage,
-    text_of,
+from tests.support.openai_wire_server import WireAnswer, openai_wire_server
+from tests.support.served import served_gateway
+from tests.support.served_fake_model import fake_model_config
+
+PYTHON = os.environ.get("SESSIONGATE_TEST_AGENTS_PYTHON") or None
+SCRIPT = Path(__file__).parent / "support" / "agents_sdk_script.py"
+
+pytestmark = pytest.mark.skipif(
+    PYTHON is None,
+    reason="the Agents SDK's venv is not set up (bash scripts/clients.sh agents-python, then"
+    " SESSIONGATE_TEST_AGENTS_PYTHON=<its python>)",
 )
-from tests.support.gateway import Gateway, gateway_settings, running_gateway
-
-agents = pytest.importorskip("agents")
 
 
-class AgentModel:
-    """Calls `weather` when offered and the last message is the user's asking for it;
-    answers a tool result; otherwise repeats what it was told, with how many user
-    messages it saw (so a test can tell whether history reached it)."""
-
-    name = "agentish"
-    capabilities = ModelCapabilities(tools=True)
-
-    async def stream(
-        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
-    ) -> AsyncIterator[ModelChunk]:
-        last = messages[-1]
-        users = [m for m in messages if m["role"] == "user"]
-        if options.tools and last["role"] == "user" and "weather" in text_of(last["content"]):
-            yield ToolCallChunk("call_w1", "weather", json.dumps({"city": "Paris"}))
-        elif last["role"] == "tool":
-            yield TextDelta(f"The tool said: {last['content']}")
-        else:
-            yield TextDelta(f"heard {text_of(last['content'])} ({len(users)} user messages)")
-        yield Usage(prompt_tokens=3, completion_tokens=3)
+def _text(content: object) -> str:
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
 
 
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    settings = gateway_settings(
-        tmp_path_factory.mktemp("agents_sdk"),
-        agents={"defaults": {"model": "agentish", "users": ["*"]}, "main": {}},
-    )
-    models: dict[str, ReplyModel] = {"agentish": AgentModel()}
-    with running_gateway(settings, models) as gateway:
-        yield gateway
+def _answer(body: dict[str, Any]) -> WireAnswer:
+    """Calls `weather` when offered and the user asks for it; answers a tool result;
+    otherwise repeats what it was told, with how many user messages it saw (so the test
+    can tell whether history reached the model)."""
+    messages = body["messages"]
+    last = messages[-1]
+    users = [m for m in messages if m["role"] == "user"]
+    offered = [t["function"]["name"] for t in body.get("tools", [])]
+    if last["role"] == "tool":
+        return WireAnswer(f"The tool said: {_text(last['content'])}")
+    if "weather" in offered and "weather" in _text(last["content"]):
+        return WireAnswer("", calls=(("call_w1", "weather", json.dumps({"city": "Paris"})),))
+    return WireAnswer(f"heard {_text(last['content'])} ({len(users)} user messages)")
 
 
-def _client(gw: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key=gw.keys["alice"], max_retries=0)
-
-
-def weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
-
-
-def _agent(gw: Gateway) -> Any:
-    model = agents.OpenAIResponsesModel(model="main", openai_client=_client(gw))
-    tool = agents.function_tool(weather)
-    return agents.Agent(name="helper", instructions="Help.", model=model, tools=[tool])
-
-
-def test_runner_with_a_function_tool_and_previous_response_id(gw: Gateway) -> None:
-    agents.set_tracing_disabled(True)
-
-    async def run() -> tuple[str, str]:
-        agent = _agent(gw)
-        first = await agents.Runner.run(agent, "what is the weather?")
-        second = await agents.Runner.run(
-            agent, "and tomorrow?", previous_response_id=first.last_response_id
-        )
-        return str(first.final_output), str(second.final_output)
-
-    first, second = asyncio.run(run())
-    assert first == "The tool said: sunny in Paris"
-    # The second run continued the first one's key: both user messages reached the model.
-    assert second == "heard and tomorrow? (2 user messages)"
-
-
-def test_conversations_session_keeps_history_across_runs(gw: Gateway) -> None:
-    agents.set_tracing_disabled(True)
-
-    async def run() -> tuple[str, str, list[Any]]:
-        client = _client(gw)
-        session = agents.OpenAIConversationsSession(openai_client=client)
-        agent = _agent(gw)
-        first = await agents.Runner.run(agent, "hello", session=session)
-        second = await agents.Runner.run(agent, "again", session=session)
-        items = await session.get_items()
-        return str(first.final_output), str(second.final_output), items
-
-    first, second, items = asyncio.run(run())
-    assert first == "heard hello (1 user messages)"
-    assert second == "heard again (2 user messages)"
-    said = [item.get("content") for item in items if item.get("role") == "user"]
-    assert len(said) == 2
+def test_the_agents_sdk_runs_against_a_served_gateway(tmp_path: Path) -> None:
+    assert PYTHON is not None
+    with openai_wire_server(_answer) as wire:
+        config = fake_model_config(wire.url, "[agents.main]\n")
+        with served_gateway(tmp_path, config, {"alice": ()}) as served:
+            key = served.keys["alice"]
+            ran = subprocess.run(
+                [PYTHON, str(SCRIPT), served.url + "/v1", key],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+            )
+            assert ran.returncode == 0, ran.stderr[-4000:]
+            found = json.loads(ran.stdout.strip().splitlines()[-1])
+            with httpx.Client(base_url=served.url, headers=served.auth("alice")) as rest:
+                conversation = rest.get(f"/v1/conversations/{found['conversation_id']}")
+                items = rest.get(f"/v1/conversations/{found['conversation_id']}/items").json()
+    # The function tool: the model's call went back to the SDK, which ran `weather` and
+    # sent its output as function_call_output; the model read it.
+    assert found["first"] == "The tool said: sunny in Paris"
+    assert "ToolCallItem" in found["first_items"] and "ToolCallOutputItem" in found["first_items"]
+    assert found["first_response_id"].startswith("resp_")
+    # previous_response_id continued the first run's key: both user messages reached it.
+    assert found["second"] == "heard and tomorrow? (2 user messages)"
+    # The session's conversation lives in the gateway's Conversations API.
+    assert found["third"] == "heard hello (1 user messages)"
+    assert found["fourth"] == "heard again (2 user messages)"
+    assert len(found["session_user_items"]) == 2
+    assert conversation.status_code == 200
+    said = [_text(i.get("content")) for i in items["data"] if i.get("role") == "user"]
+    assert sorted(said) == ["again", "hello"]
+    # The tool round trip reached the upstream as chat completions' tool message.
+    tool_turns = [b for b in wire.requests if b["messages"][-1]["role"] == "tool"]
+    assert tool_turns and tool_turns[0]["messages"][-1]["tool_call_id"] == "call_w1"
