@@ -22,6 +22,7 @@ from tests.support.fake_providers import (
     FakeServer,
     Reply,
     _read_request,
+    _respond,
     consume,
     consume_with,
     openai_chunk,
@@ -44,24 +45,36 @@ class TextReply(Reply):
 
 
 class TextServer(FakeServer):
-    """`FakeServer` that also answers `TextReply`s."""
+    """`FakeServer` that also answers `TextReply`s, and with `by_prompt` picks each reply by
+    the request's last message rather than by its order (a gateway may ask its model
+    other things in the background)."""
+
+    def __init__(self, *replies: Reply, by_prompt: dict[str, Reply] | None = None) -> None:
+        super().__init__(*replies)
+        self.by_prompt = by_prompt or {}
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        reply = self.replies[min(len(self.requests) + 1, len(self.replies)) - 1]
-        if not isinstance(reply, TextReply):
-            await super()._handle(reader, writer)
-            return
         try:
             seen = await _read_request(reader)
-            if seen is not None:
-                self.requests.append(seen)
-                body = reply.text.encode()
-                writer.write(
-                    f"HTTP/1.1 {reply.status} Error\r\nconnection: close\r\n"
-                    f"content-type: text/html\r\ncontent-length: {len(body)}\r\n\r\n".encode()
-                    + body
-                )
-                await writer.drain()
+            if seen is None:
+                return
+            self.requests.append(seen)
+            last = (seen.body or {}).get("messages", [{}])[-1].get("content")
+            reply = self.by_prompt.get(str(last))
+            if reply is None:
+                reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+            if not isinstance(reply, TextReply):
+                await _respond(writer, reply, self._closing)
+                return
+            body = reply.text.encode()
+            writer.write(
+                f"HTTP/1.1 {reply.status} Error\r\nconnection: close\r\n"
+                f"content-type: text/html\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
         finally:
             writer.close()
 
@@ -378,7 +391,9 @@ async def test_served_gateway_reads_a_quirky_stream_and_maps_a_non_json_error(
     body = ": ping\r\n\r\n" + "".join(openai_events(["Hel", "lo"])).replace("\n", "\r\n")
     quirky = Reply(events=chunked(body, 7))
     broken = TextReply(status=503, text="<html>upstream db-7.internal exploded</html>")
-    async with TextServer(quirky, broken) as provider:
+    fine = Reply(events=openai_events(["{}"]))  # anything else the gateway asks
+    routes = {"hello": quirky, "again": broken}
+    async with TextServer(fine, by_prompt=routes) as provider:
         with serve_with_fake_model(tmp_path, provider.url) as served:
             async with httpx.AsyncClient(
                 base_url=served.url, headers=served.auth, timeout=60
@@ -393,4 +408,6 @@ async def test_served_gateway_reads_a_quirky_stream_and_maps_a_non_json_error(
     assert kind == "error" and error["code"] == "model_unavailable"
     assert error["message"] == "the model server answered 503"
     assert "db-7" not in second.text
-    assert provider.requests[0].body["stream"] is True and len(provider.requests) == 2
+    asked = [r.body["messages"][-1]["content"] for r in provider.requests]
+    assert "hello" in asked and "again" in asked
+    assert all(r.body["stream"] is True for r in provider.requests)
