@@ -32,6 +32,7 @@ from sessiongate.service.handoff import HandoffService, user_message_from
 from sessiongate.service.hooks import HookService, build_hook_service
 from sessiongate.service.idempotency import IdempotencyService, build_idempotency_service
 from sessiongate.service.memory import MemoryService, build_memory_service
+from sessiongate.service.memory_extraction import MemoryExtractor, build_memory_extractor
 from sessiongate.service.modes import ModeService, build_mode_service
 from sessiongate.service.notes import NoteService, build_note_service
 from sessiongate.service.overrides import OverrideTargets
@@ -86,6 +87,8 @@ class Engine:
     #: This process's recent turns, readable again after a dropped connection
     #: (GET /v1/turns/{id}/events, a socket's `resume`; service/turn/journal.py).
     turn_journal: TurnJournal | None = None
+    #: Keeps memory items up to date after turns and before compactions (§13).
+    memory_extractor: MemoryExtractor | None = None
 
     async def start(self) -> None:
         """Open what needs the running event loop: PostgreSQL's pools (and its migrations).
@@ -116,6 +119,8 @@ class Engine:
             await self.retention.stop_schedule()
         await self.turns.aclose()
         await self.sessions.recall_search.aclose()
+        if self.memory_extractor is not None:
+            await self.memory_extractor.aclose()
         if self.idempotency is not None:
             await self.idempotency.aclose()  # the outcomes of the turns just ended
         if self.conversations is not None:
@@ -255,6 +260,11 @@ def build_engine(
     )
     if extractor is not None:
         turns.after_turn(extractor)
+    remembering = build_memory_extractor(agents, registry, memory, store, hooks)
+    if remembering is not None:  # after the hooks: turn.completed is queued first
+        turns.after_turn(remembering)
+        turns.compactor.before_summary = remembering.before_compaction
+        turns.memory_news = remembering.news
     if any(agent.handoff is not None for agent in agents.values()):
         turns.handoffs = HandoffService(agents, registry, tools, user_message_from(sessions))
     users = UserService(user_store, clock)
@@ -281,6 +291,7 @@ def build_engine(
         hooks=hooks,
         idempotency=build_idempotency_service(store, clock, settings.limits.idempotency_retention),
         turn_journal=turns.journal,
+        memory_extractor=remembering,
     )
 
 
