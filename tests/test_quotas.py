@@ -226,6 +226,11 @@ def test_requests_over_the_minute_are_refused_on_every_transport_and_never_store
             json={"model": "main", "messages": [{"role": "user", "content": "chat refused"}]},
         )
         _assert_quota_429(chat, "requests per minute", 60)
+        # The Responses API answers in OpenAI's error shape, with the same code and header.
+        response = alice.post("/v1/responses", json={"model": "main", "input": "refused too"})
+        assert response.status_code == 429, response.text
+        assert 1 <= int(response.headers["Retry-After"]) <= 60
+        assert response.json()["error"]["code"] == "quota_exceeded"
         quotas = alice.get("/v1/me/quotas").json()["quotas"]
         assert quotas["requests_per_minute"]["limit"] == 2
         assert quotas["requests_per_minute"]["used"] == 2  # refusals are not counted
@@ -252,7 +257,7 @@ def test_requests_over_the_minute_are_refused_on_every_transport_and_never_store
         for m in metrics.splitlines()
         if m.startswith('sessiongate_quota_refusals_total{quota="requests_per_minute"}')
     )
-    assert float(line.split()[-1]) == 3.0
+    assert float(line.split()[-1]) == 4.0
 
 
 def test_an_admin_sets_and_clears_a_users_own_quotas(gateway: tuple[Served, str]) -> None:
