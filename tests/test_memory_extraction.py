@@ -515,6 +515,7 @@ def test_the_memory_event_on_sse_websocket_and_the_openai_routes(tmp_path: Path)
             for line in streamed.text.splitlines()
             if line.startswith("data: {")
         ]
+        assert streamed.headers["X-Memory-Changed"] == fact3["id"]
         marked = [c["sessiongate_memory"] for c in chunks if "sessiongate_memory" in c]
         assert marked == [{"changes": [{"op": "add", "memory_id": fact3["id"], "text": "Fact 3."}]}]
 

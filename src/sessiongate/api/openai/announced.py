@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sessiongate.core.events import CompactionEvent
+from sessiongate.core.events import CompactionEvent, MemoryEvent
 from sessiongate.service.turn.handle import TurnHandle
 
 #: The longest the headers wait for the context (a turn waits at most a minute for a
@@ -30,4 +30,14 @@ async def announced_headers(handle: TurnHandle) -> dict[str, str]:
         for e in handle.journal
         if isinstance(e, CompactionEvent) and e.compaction_id is not None
     ]
-    return {"X-Context-Compacted": ",".join(compacted)} if compacted else {}
+    headers = {"X-Context-Compacted": ",".join(compacted)} if compacted else {}
+    # Memory extraction's changes announced by this turn (docs/memory.md), likewise.
+    remembered = [
+        str(change["memory_id"])
+        for e in handle.journal
+        if isinstance(e, MemoryEvent)
+        for change in e.changes
+    ]
+    if remembered:
+        headers["X-Memory-Changed"] = ",".join(remembered)
+    return headers
