@@ -22,6 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,21 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
+from sessiongate.api.turns import begin_turn
+from sessiongate.config import load_settings
+from sessiongate.core.clock import ManualClock
+from sessiongate.core.events import EndEvent, StartEvent
+from sessiongate.core.users import Caller
+from sessiongate.service.engine import build_engine
+from sessiongate.service.idempotency import IdempotentRequest, idempotent_request
+from sessiongate.service.turn.pipeline import InboundTurn
+from tests.conftest import START, make_settings
+from tests.support.example_stubs import last_text, text_of
+from tests.support.helpers import ScriptedModel
 from tests.support.hook_receiver import Receiver
+from tests.support.openai_wire_server import WireAnswer, openai_wire_server
 from tests.support.pg import _drop as drop_database
-from tests.support.pg import server_url, with_database
+from tests.support.pg import fresh_database, server_url, with_database
 from tests.support.served import (
     CLI,
     ROOT,
@@ -580,3 +593,136 @@ def test_a_second_gateway_on_one_sqlite_file_is_refused(tmp_path: Path) -> None:
     # Once it has stopped, the file may be served again.
     with served_gateway(tmp_path, config_text, {}) as again:
         assert httpx.get(f"{again.url}/health").status_code == 200
+
+
+# -- the example ------------------------------------------------------------------------------
+
+
+def test_the_two_gateways_example_serves_one_conversation_through_both(tmp_path: Path) -> None:
+    """examples/two-gateways/gateway.toml, untouched, served twice as its walk-through
+    says: only the database and model URLs, each gateway's data_dir and port from outside."""
+    example = ROOT / "examples" / "two-gateways" / "gateway.toml"
+
+    def respond(body: dict[str, Any]) -> WireAnswer:
+        return WireAnswer(text=f"reply to: {last_text(body)}")
+
+    with database() as database_url, openai_wire_server(respond) as model:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("SESSIONGATE_")}
+        base.update(
+            {
+                "SESSIONGATE_DATABASE__URL": database_url,
+                "SESSIONGATE_MODELS__REPLY__BASE_URL": f"{model.url}/v1",
+                "SESSIONGATE_MODELS__REPLY__MAX_RETRIES": "0",
+            }
+        )
+        settings = load_settings(example)
+        assert settings.artifacts.store == "database"
+        assert settings.lifecycle.timezone == "UTC"
+        added = subprocess.run(
+            [*CLI, "users", "add", "alice", "--config", str(example)],
+            cwd=ROOT,
+            env={**base, "SESSIONGATE_DATA_DIR": str(tmp_path / "a")},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert added.returncode == 0, added.stderr
+        key = added.stdout.strip().splitlines()[-1]
+        with ExitStack() as stack:
+            served = []
+            for name in ("a", "b"):
+                port = free_port()
+                proc = stack.enter_context(
+                    serve_process(
+                        [*CLI, "serve", "--config", str(example), "--port", str(port)],
+                        tmp_path / f"{name}.log",
+                        env={**base, "SESSIONGATE_DATA_DIR": str(tmp_path / name)},
+                    )
+                )
+                gateway = Served(
+                    f"http://127.0.0.1:{port}", example, tmp_path / f"{name}.log", proc, {}
+                )
+                wait_healthy(gateway)
+                served.append(gateway)
+            headers = {"Authorization": f"Bearer {key}"}
+            first = httpx.post(
+                f"{served[0].url}/v1/sessions/notes/messages",
+                json={"content": "my name is Ada", "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            second = httpx.post(
+                f"{served[1].url}/v1/sessions/notes/messages",
+                json={"content": "what is my name?", "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+        assert first.status_code == second.status_code == 200, second.text
+        assert second.json()["reply"] == "reply to: what is my name?"
+        assert second.json()["session_id"] == first.json()["session_id"]
+        # Gateway b sent gateway a's turn to the model: one conversation, in the database.
+        sent = [text_of(m["content"]) for m in model.requests[-1]["messages"]]
+        assert sent[-3:] == ["my name is Ada", "reply to: my name is Ada", "what is my name?"]
+        # Neither gateway wrote the conversation under its own data_dir.
+        for name in ("a", "b"):
+            assert not list((tmp_path / name).glob("*.db")), name
+
+
+# -- an abandoned idempotency row, in the engine ------------------------------------------------
+
+
+async def test_an_abandoned_row_is_answered_from_its_stored_reply_or_run_again(
+    tmp_path: Path,
+) -> None:
+    """A gateway died after its turn stored the reply but before it kept the outcome on
+    the idempotency row: a retry elsewhere must answer that reply, not run the turn a
+    second time. One that died before storing a reply: the retry runs the turn."""
+    async with fresh_database() as url:
+        model = ScriptedModel()
+        settings = make_settings(tmp_path, database_url=url)
+        engine = build_engine(settings, clock=ManualClock(START), models={"scripted": model})
+        await engine.start()
+        try:
+            assert engine.idempotency is not None
+            rows = engine.idempotency.rows
+            inbound = InboundTurn("dead:a", Caller("alice"), "finished")
+            ran = [event async for event in engine.turns.run_turn(inbound)]
+            assert isinstance(ran[0], StartEvent) and isinstance(ran[-1], EndEvent)
+            turn_id, message_id = ran[0].turn_id, ran[-1].message_id
+            calls = len(model.requests)
+
+            async def abandon(idem: str, content: str, dead_turn: str) -> IdempotentRequest:
+                request = idempotent_request("alice", idem, None, "test", {"content": content})
+                assert request is not None
+                stale = START - timedelta(minutes=10)
+                assert await rows.claim("alice", idem, request.fingerprint, START, stale) is None
+                # Claimed by a process that is gone: nobody holds this liveness token.
+                dead = json.dumps({"claimed_by": 2**31 - 7, "turn_id": dead_turn})
+                await engine.store.pool.execute(  # type: ignore[attr-defined]
+                    "UPDATE idempotency_keys SET result = $1 WHERE idem_key = $2", dead, idem
+                )
+                return request
+
+            request = await abandon("dead-1", "finished", turn_id)
+            _, first, rest = await begin_turn(engine, inbound, request)
+            replayed = [first, *[event async for event in rest]]
+            assert [e.type for e in replayed] == ["start", "token", "end"]
+            assert isinstance(replayed[0], StartEvent) and isinstance(replayed[-1], EndEvent)
+            assert replayed[0].turn_id == turn_id
+            assert replayed[-1].message_id == message_id
+            assert len(model.requests) == calls  # not run again
+            kept = await rows.get("alice", "dead-1")
+            assert kept is not None and kept.status == "done"
+
+            # Its turn never stored a reply: the retry runs it.
+            never = "01890000-0000-7000-8000-0000000000ab"
+            request = await abandon("dead-2", "again", never)
+            again = InboundTurn("dead:a", Caller("alice"), "again")
+            _, first, rest = await begin_turn(engine, again, request)
+            fresh = [first, *[event async for event in rest]]
+            assert isinstance(fresh[0], StartEvent) and fresh[-1].type == "end"
+            assert fresh[0].turn_id != never
+            assert len(model.requests) == calls + 1
+        finally:
+            await engine.aclose()

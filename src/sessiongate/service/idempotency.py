@@ -11,6 +11,10 @@
 - The same key with another request body is refused (`idempotency_key_reused`, 422).
 - A turn that ended before its `start` event (nothing stored) releases the key: a retry
   runs for real.
+- A `running` row whose process died (PostgreSQL: its liveness lock is gone) is not waited
+  on: if its turn had stored its reply, the retry is answered from that reply (and the
+  row kept as `done`); otherwise the row is released and the retry runs the turn (what
+  the dead turn stored, its user message, stays as after any crash).
 
 Keys are per owner: another user's equal key is another turn.
 """
@@ -22,7 +26,7 @@ import contextlib
 import hashlib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,8 +43,10 @@ from sessiongate.core.events import (
 )
 from sessiongate.errors import Conflict, InvalidInput, SessionGateError
 from sessiongate.service.turn.handle import TurnHandle
+from sessiongate.service.turn.recovery import build_turn_records, ending_events, reply_of
 from sessiongate.store.base import Store
 from sessiongate.store.idempotency import IdempotencyRecord, IdempotencyStore
+from sessiongate.store.turns import TurnRecords
 
 #: 1-200 characters of a safe alphabet (UUIDs, ULIDs, base64url and the like).
 _KEY = re.compile(r"[A-Za-z0-9._:~+/=-]{1,200}")
@@ -132,8 +138,11 @@ class IdempotencyService:
         wait_limit: timedelta = timedelta(minutes=1),
         stale_after: timedelta = timedelta(minutes=10),
         poll_seconds: float = 0.2,
+        records: TurnRecords | None = None,
     ) -> None:
         self.rows = rows
+        #: Where an abandoned row's turn is looked up (None: rows are never abandoned).
+        self.records = records
         self.clock = clock
         self.retention = retention
         #: How long a retry waits for a turn running in another process before it is
@@ -164,6 +173,12 @@ class IdempotencyService:
             self._same_body(request, record.fingerprint)
             if record.status == "done" and record.result is not None:
                 return replay(record)
+            if record.abandoned:
+                kept = await self._answer_abandoned(record)
+                if kept is not None:
+                    return replay(kept)
+                await self.rows.release(request.owner, request.key)
+                continue
             if asyncio.get_running_loop().time() > deadline:
                 raise IdempotencyKeyBusy(
                     "a turn with this idempotency key is still running; retry later"
@@ -174,6 +189,22 @@ class IdempotencyService:
         for task in list(self._pumps):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def _answer_abandoned(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
+        """The outcome of an abandoned row's turn when it stored its reply (kept on the
+        row, now `done`); None when it stored none (the retry runs the turn again)."""
+        turn_id = (record.result or {}).get("turn_id")
+        if self.records is None or not isinstance(turn_id, str):
+            return None
+        found = await self.records.find_turn(record.owner, turn_id)
+        if found is None or reply_of(found) is None:
+            return None
+        start = StartEvent(found.key.name, found.session_id, found.turn_id)
+        result = outcome([start, *ending_events(found)], [])
+        if result is None:
+            return None
+        await self.rows.finish(record.owner, record.key, result)
+        return replace(record, status="done", result=result, abandoned=False)
 
     def _same_body(self, request: IdempotentRequest, fingerprint: str) -> None:
         if fingerprint != request.fingerprint:
@@ -190,6 +221,8 @@ class IdempotencyService:
             raise
         running = _Running(request, turn)
         self._running[slot] = running
+        # Named on the row, so that if this process dies another finds what it stored.
+        self._spawn(self.rows.started(request.owner, request.key, turn.turn_id))
         listener = running.join(repeat=False)
         self._spawn(self._pump(running))
         return listener
@@ -209,7 +242,7 @@ class IdempotencyService:
         finally:
             running.end()
             try:
-                result = outcome(running.seen, running.turn)
+                result = outcome(running.seen, running.turn.tool_calls)
                 if result is None:
                     await self.rows.release(request.owner, request.key)
                 else:
@@ -224,7 +257,7 @@ class IdempotencyService:
         await self.rows.prune(now - self.retention)
 
 
-def outcome(events: list[TurnEvent], turn: TurnHandle) -> dict[str, Any] | None:
+def outcome(events: list[TurnEvent], tool_calls: list[Any]) -> dict[str, Any] | None:
     """What a replay answers from; None when the turn ended before `start` (no user
     message was kept, so the request may run again)."""
     if not events or not isinstance(events[0], StartEvent):
@@ -235,7 +268,7 @@ def outcome(events: list[TurnEvent], turn: TurnHandle) -> dict[str, Any] | None:
         "reply": "",
         "end": None,
         "error": None,
-        "tool_calls": list(turn.tool_calls),
+        "tool_calls": list(tool_calls),
     }
     reply: list[str] = []
     for event in events[1:]:
@@ -298,4 +331,4 @@ def build_idempotency_service(
         if not isinstance(store, PostgresStore):
             raise TypeError(f"no idempotency store for {type(store).__name__}")
         rows = PostgresIdempotencyStore(store)
-    return IdempotencyService(rows, clock, retention=retention)
+    return IdempotencyService(rows, clock, retention=retention, records=build_turn_records(store))

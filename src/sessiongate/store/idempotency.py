@@ -21,6 +21,10 @@ class IdempotencyRecord:
     status: str
     result: dict[str, Any] | None
     created_at: datetime
+    #: A `running` row whose claiming process is gone (PostgreSQL: its liveness lock is
+    #: not held) after its turn started: `result` then names the turn (`turn_id`), and
+    #: the service answers from what that turn stored, or releases the row.
+    abandoned: bool = False
 
 
 class IdempotencyStore(Protocol):
@@ -29,7 +33,14 @@ class IdempotencyStore(Protocol):
     ) -> IdempotencyRecord | None:
         """Claim the key with a `running` row. None: claimed, the caller runs the turn.
         Otherwise the row already there (this caller must not run the turn). A `running`
-        row made before `stale_before` (its process died) is taken over."""
+        row made before `stale_before` (its process died) is taken over, and so is one
+        whose process is known to be gone before its turn started; one whose turn had
+        started comes back `abandoned`."""
+        ...
+
+    async def started(self, owner: str, key: str, turn_id: str) -> None:
+        """Note the claimed row's turn id once its turn has started (while `running`), so
+        that another process can find what the turn stored if this one dies."""
         ...
 
     async def get(self, owner: str, key: str) -> IdempotencyRecord | None: ...

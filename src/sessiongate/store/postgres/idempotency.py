@@ -14,19 +14,27 @@ from sessiongate.store.postgres.store import PostgresStore
 
 _COLUMNS = "owner, idem_key, fingerprint, status, result, created_at"
 
-#: A `running` row's `result` names the claiming process's liveness token (the outcome
-#: replaces it when the turn ends).
+#: A `running` row's `result` names the claiming process's liveness token, and its turn
+#: once started (the outcome replaces both when the turn ends).
 CLAIMED_BY = "claimed_by"
+TURN_ID = "turn_id"
+
+_GONE = CLAIMER_GONE_SQL.replace("$1", f"(result::json ->> '{CLAIMED_BY}')")
 
 # A `running` row is taken over when it is older than `stale_after`, or at once when the
-# process that claimed it is gone (killed, crashed, its host lost): its turn will never
-# finish, and a retry on another gateway would otherwise wait out `stale_after`.
+# process that claimed it is gone (killed, crashed, its host lost) before its turn
+# started: nothing was stored, and a retry on another gateway would otherwise wait out
+# `stale_after`. One whose turn had started is left for the service (`abandoned`).
 _TAKE_OVER = f"""
 DELETE FROM idempotency_keys WHERE owner = $1 AND idem_key = $2 AND status = 'running'
 AND (created_at < $3 OR (
-    result IS NOT NULL
-    AND {CLAIMER_GONE_SQL.replace("$1", f"(result::json ->> '{CLAIMED_BY}')")}
+    result IS NOT NULL AND (result::json ->> '{TURN_ID}') IS NULL AND {_GONE}
 ))
+"""
+
+_READ = f"""
+SELECT {_COLUMNS}, status = 'running' AND result IS NOT NULL AND {_GONE} AS abandoned
+FROM idempotency_keys WHERE owner = $1 AND idem_key = $2
 """
 
 
@@ -38,6 +46,7 @@ def _record(row: Any) -> IdempotencyRecord:
         status=row[3],
         result=None if row[4] is None else orjson.loads(row[4]),
         created_at=utc(row[5]),
+        abandoned=bool(row[6]) if len(row) > 6 else False,
     )
 
 
@@ -69,13 +78,19 @@ class PostgresIdempotencyStore:
                 )
                 if inserted is not None:
                     return None
-                row = await db.fetchrow(
-                    f"SELECT {_COLUMNS} FROM idempotency_keys WHERE owner = $1 AND idem_key = $2",
-                    owner,
-                    key,
-                )
+                row = await db.fetchrow(_READ, owner, key)
             if row is not None:
                 return _record(row)
+
+    async def started(self, owner: str, key: str, turn_id: str) -> None:
+        async with self._store.transaction(single_statement=True) as db:
+            await db.execute(
+                "UPDATE idempotency_keys SET result = $3"
+                " WHERE owner = $1 AND idem_key = $2 AND status = 'running'",
+                owner,
+                key,
+                orjson.dumps({CLAIMED_BY: self._store.liveness.token, TURN_ID: turn_id}).decode(),
+            )
 
     async def get(self, owner: str, key: str) -> IdempotencyRecord | None:
         async with self._store.transaction(single_statement=True) as db:

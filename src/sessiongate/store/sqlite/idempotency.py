@@ -55,6 +55,10 @@ class SQLiteIdempotencyStore:
             ).fetchone()
         return _record(row)
 
+    async def started(self, owner: str, key: str, turn_id: str) -> None:
+        """One process uses a SQLite database: its claims are never abandoned."""
+        return None
+
     async def get(self, owner: str, key: str) -> IdempotencyRecord | None:
         row = self._conn.execute(
             f"SELECT {_COLUMNS} FROM idempotency_keys WHERE owner = ? AND idem_key = ?",
