@@ -20,6 +20,7 @@ import {
   tailStart,
 } from "./sessions.js";
 import { TurnView } from "./turn.js";
+import { inForce, placeDivider } from "./compactions.js";
 
 const STORE = { apiKey: "sg.apiKey", key: "sg.key", view: "sg.view" };
 /** The phone layout of app.css (one column, the page scrolls). */
@@ -34,6 +35,8 @@ const state = {
   earliest: 0, // the seq before the first message shown (for "Load earlier")
   later: null, // the cursor of the next page of an archived segment
   recall: null, // a recall request for the next message
+  compaction: null, // the latest segment's compaction in force (its divider), or null
+  compactionChanged: false, // a turn announced a compaction: redraw after it
 };
 
 const api = createApi(() => state.apiKey);
@@ -63,6 +66,9 @@ const hooks = {
     }
   },
   reloadMessages: () => showLatest(),
+  onCompaction(data) {
+    if (data.compaction_id) state.compactionChanged = true; // the divider, after the turn
+  },
 };
 
 const chat = createChat({
@@ -70,7 +76,14 @@ const chat = createChat({
   transcript,
   announce,
   hooks,
-  onTurnDone: () => refresh(),
+  onTurnDone: () => {
+    if (state.compactionChanged) {
+      state.compactionChanged = false;
+      refresh().then(() => showLatest());
+      return;
+    }
+    refresh();
+  },
 });
 const notes = createNotes(api, $("#notes-view"));
 const tasks = createTasks(api, $("#tasks-view"));
@@ -225,15 +238,28 @@ async function showLatest(skipTurn = null) {
   clear(transcript);
   const latest = state.chain?.latest;
   state.earliest = 0;
+  state.compaction = null;
   if (latest) {
     const after = tailStart(latest.message_count);
     const page = await loadMessages(api, state.key, latest.session_id, after);
     state.earliest = page.messages.length ? page.messages[0].seq - 1 : 0;
     transcript.append(...messageNodes(page.messages, skipTurn, { fetchAudio: playAudio }));
+    state.compaction = await inForce(api, state.key).catch(() => null);
+    showDivider();
   }
   $("#load-earlier").hidden = state.earliest <= 0;
   renderChainList();
   scrollToEnd(transcript, { always: true });
+}
+
+/** The divider where the latest segment's earlier messages were summarised. */
+function showDivider() {
+  placeDivider(transcript, state.compaction, {
+    api,
+    key: state.key,
+    announce,
+    onUndone: () => showLatest(),
+  });
 }
 
 async function showSegment(segment) {
@@ -265,6 +291,7 @@ async function loadEarlier() {
   const after = Math.max(0, state.earliest - PAGE);
   const page = await loadMessages(api, state.key, sessionId, after, state.earliest - after);
   transcript.prepend(...messageNodes(page.messages, null, { fetchAudio: playAudio }));
+  showDivider();
   state.earliest = after;
   $("#load-earlier").hidden = state.earliest <= 0;
 }

@@ -120,6 +120,25 @@ export class TurnView {
     }
   }
 
+  /** The working set (docs/working_set.md): older messages summarised, or left out. */
+  on_compaction(data) {
+    const covers = data.covers || {};
+    const text =
+      data.status === "done" || data.status === "waited"
+        ? `Earlier messages #${covers.first_seq} to #${covers.last_seq} were summarised; the originals are kept.`
+        : data.status === "failed"
+          ? "Summarising earlier messages failed; nothing was lost."
+          : data.status === "nothing_to_compact"
+            ? "Nothing to summarise yet."
+            : "This agent's context is not summarised.";
+    this.add(note("compaction", text));
+    this.hooks.onCompaction?.(data);
+  }
+
+  on_context_trimmed(data) {
+    this.add(note("trimmed", `${data.dropped} older messages were left out of the model's context (${data.reason}).`));
+  }
+
   on_rotation(data) {
     const revert =
       data.reason === "semantic"
