@@ -402,7 +402,12 @@ class MemoryExtractor:
         while self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
 
-    async def aclose(self) -> None:
+    async def aclose(self, grace: float = 5.0) -> None:
+        """Let the reads before compactions that are running finish for up to `grace`
+        seconds (as what runs after a turn is given), then cancel the rest (their messages
+        stay in the store as they are, only not read for memory)."""
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=grace)
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
