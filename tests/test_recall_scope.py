@@ -22,6 +22,7 @@ from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.recall import RecallSearch, build_recall_index
 from sessiongate.service.sessions import Caller
 from sessiongate.service.turn.pipeline import InboundTurn, RecallRequest
+from sessiongate.store.recall import RecallScope
 from tests.conftest import make_settings
 from tests.support.helpers import ScriptedModel, collect
 from tests.support.served import relay_model, served_gateway
@@ -167,7 +168,8 @@ class ConceptEmbedder:
             row = [float(any(w in lowered for w in words)) for words in self.CONCEPTS]
             rows.append([*row, 0.1])
         matrix = np.asarray(rows, dtype=np.float32)
-        return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+        unit: Vectors = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+        return unit
 
     async def aclose(self) -> None:
         return None
@@ -271,3 +273,29 @@ def test_served_recall_scope_all_over_http(tmp_path: Path) -> None:
             "score": user["score"],
             "rationale": WHY,
         } in recorded[-1]
+
+
+@BOTH
+async def test_an_erased_key_leaves_recall_and_its_vectors_go(gated: Engine) -> None:
+    embedder = ConceptEmbedder()
+    gated.sessions.recall_search = RecallSearch(build_recall_index(gated.store), embedder)
+    await archive(gated, "pets", ALICE, "the kitten is called Miso")
+    await archive(gated, "work", ALICE, "the kitten calendar is on my desk")
+    assert len(await gated.sessions.recall("chat", ALICE, "kitten", WHY, scope="all")) == 4
+    await gated.sessions.delete("pets", ALICE)
+    found = await gated.sessions.recall("chat", ALICE, "kitten", WHY, scope="all")
+    assert {f.key for f in found} == {"work"} and len(found) == 2
+    index = gated.sessions.recall_search.index
+    vectors = await index.vectors(RecallScope("alice", None), embedder.name, embedder.dimensions)
+    assert len(vectors.ids) == 2
+
+
+async def test_the_sqlite_keyword_index_stays_whole_through_erasure(gated: Engine) -> None:
+    await archive(gated, "pets", ALICE, "the kitten is called Miso")
+    await archive(gated, "pets", BOB, "my kitten is Pepper")
+    await gated.sessions.delete("pets", ALICE)
+    db = gated.store.connection  # type: ignore[attr-defined]
+    db.execute("INSERT INTO recall_fts (recall_fts) VALUES ('integrity-check')")
+    bobs = await gated.sessions.recall("x", BOB, "kitten", WHY, scope="all")
+    assert said(bobs) == ["my kitten is Pepper"]
+    assert await gated.sessions.recall("x", ALICE, "kitten", WHY, scope="all") == []

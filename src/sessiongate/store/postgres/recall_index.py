@@ -28,18 +28,23 @@ WHERE k.owner = $1 AND ($2::text IS NULL OR s.key = $2)
 """
 
 # Each word is its own plainto_tsquery (no operators: user text is never tsquery syntax),
-# OR-ed, as SQLite's FTS5 query is; 'simple' as message_search's documents.
+# OR-ed, as SQLite's FTS5 query is; 'simple' as message_search's documents. The owner's
+# recallable messages come first (indexed: keys by owner, segments by key, messages by
+# segment), then their documents are matched: the GIN index would find every user's
+# matches of a common word and filter them after.
 _KEYWORD_SQL = f"""
-SELECT m.id
-FROM (
+WITH mine AS MATERIALIZED (
+    SELECT m.id FROM messages m
+    {_RECALLABLE}
+), q AS (
     SELECT string_agg('(' || t::text || ')', ' | ')::tsquery AS query
     FROM unnest($4::text[]) AS w, plainto_tsquery('simple', w) AS t
     WHERE numnode(t) > 0
-) q
-JOIN message_search ms ON ms.document @@ q.query
-JOIN messages m ON m.id = ms.message_id
-{_RECALLABLE}
-ORDER BY ts_rank(ms.document, q.query) DESC, m.id
+)
+SELECT ms.message_id
+FROM mine JOIN message_search ms ON ms.message_id = mine.id, q
+WHERE ms.document @@ q.query
+ORDER BY ts_rank(ms.document, q.query) DESC, ms.message_id
 LIMIT $5
 """
 

@@ -1,6 +1,8 @@
 """The recall index in the SQLite database (store/recall.py's port): FTS5 (bm25) over the
-archived messages (`messages_fts`, filled when a segment is archived) and the message
-vectors as float32 BLOBs (`message_vectors`, migration 0024). Shares the session store's
+archived messages (`recall_fts`, filled when a segment is archived, each row with its
+owner's token, so a search over every key of one user never scores another user's
+matches) and the message vectors as float32 BLOBs (`message_vectors`; both migration
+0024). Shares the session store's
 connection and transactions.
 """
 
@@ -41,21 +43,77 @@ def _where(scope: RecallScope) -> tuple[str, tuple[object, ...]]:
     return sql, tuple(params)
 
 
+#: A word in more than one message in this many is left out of a recall's keyword query
+#: (unless every word of the query is); see `SQLiteRecallIndex._telling`.
+COMMON_SHARE = 10
+#: Below this many messages every match is scored in well under a millisecond: no word
+#: is left out.
+PRUNE_FROM_MESSAGES = 2000
+#: Words whose message counts are remembered (until the messages grow by a tenth).
+CACHED_WORD_COUNTS = 10_000
+
+
+def owner_token(owner: str) -> str:
+    """The owner as recall_fts indexes it: SQLite's `'o' || hex(owner)`, one token."""
+    return "o" + owner.encode("utf-8").hex().upper()
+
+
+class WordCounts:
+    """How many archived messages hold each word, all users together: remembered until
+    the messages grow by a tenth (the counts only decide which words are common)."""
+
+    def __init__(self) -> None:
+        self.basis = 0
+        self.counts: dict[str, int] = {}
+
+    def get(self, db: sqlite3.Connection, word: str, total: int) -> int:
+        if total * 10 > self.basis * 11 or len(self.counts) >= CACHED_WORD_COUNTS:
+            self.basis, self.counts = total, {}
+        found = self.counts.get(word)
+        if found is None:
+            (found,) = db.execute(
+                "SELECT count(*) FROM recall_fts WHERE recall_fts MATCH ?",
+                (f"content : {fts_match([word])}",),
+            ).fetchone()
+            self.counts[word] = found = int(found)
+        return found
+
+
 class SQLiteRecallIndex:
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
         self._conn: sqlite3.Connection = store.connection
+        self._counts = WordCounts()
 
     async def keyword(self, scope: RecallScope, words: Sequence[str], depth: int) -> list[int]:
         if not words:
             return []
         where, params = _where(scope)
+        words = self._telling(words)
+        # The owner's token narrows the match inside FTS5 (migration 0024); the owner's
+        # column weighs nothing in the rank.
+        match = f'owner : "{owner_token(scope.owner)}" AND ({fts_match(words)})'
         rows = self._conn.execute(
-            "SELECT m.id FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-            f"{where} AND messages_fts MATCH ? ORDER BY bm25(messages_fts), m.id LIMIT ?",
-            (*params, fts_match(words), depth),
+            # CROSS JOIN: FTS5 first, then each match's message (never the other way).
+            "SELECT m.id FROM recall_fts f CROSS JOIN messages m ON m.id = f.rowid"
+            f"{where} AND recall_fts MATCH ? ORDER BY bm25(recall_fts, 0.0, 1.0), m.id LIMIT ?",
+            (*params, match, depth),
         ).fetchall()
         return [int(r[0]) for r in rows]
+
+    def _telling(self, words: Sequence[str]) -> list[str]:
+        """`words` without those in more than one message in COMMON_SHARE of the whole
+        index, unless every word is one. FTS5's bm25() reads every match of each word
+        (every user's) to learn how rare it is: a word in a tenth of 100,000 messages
+        costs milliseconds, and weighs little in the rank for being so common."""
+        (newest,) = self._conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
+        total = int(newest)  # ids only grow: about how many messages were ever kept
+        if total < PRUNE_FROM_MESSAGES or len(words) < 2:
+            return list(words)
+        telling = [
+            w for w in words if self._counts.get(self._conn, w, total) * COMMON_SHARE <= total
+        ]
+        return telling or list(words)
 
     async def vectors(self, scope: RecallScope, embedder: str, dimensions: int) -> ChunkVectors:
         where, params = _where(scope)
