@@ -79,6 +79,13 @@ async def test_the_memory_view_lists_pins_edits_forgets_and_links_to_the_message
             await page.get_by_role("button", name="Open", exact=True).click()
             await send(page, "I live in Lyon")
             await wait_idle(page)
+            await until_remembered(gw, "Lives in Lyon.")
+            # The next turn announces what was remembered, in the conversation.
+            await send(page, "thanks")
+            await wait_idle(page)
+            await expect(page.locator(".transcript .note.memory")).to_have_text(
+                ["Remembered: Lives in Lyon."]
+            )
             for n in range(25):  # earlier pages of the conversation: the link pages back
                 await call(
                     gw,
