@@ -112,6 +112,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--no-litellm", action="store_true", help="leave the LiteLLM proxy out")
     add("--litellm-workers", type=int, default=1, help="LiteLLM proxy worker processes")
     # Hidden: how this script runs its own server processes.
+    add(
+        "--no-responses",
+        action="store_true",
+        help="leave out the Responses API rows (bench/support/responses_row.py)",
+    )
     add("--role", choices=("stub", "gateway", "baseline", "floor"), help=argparse.SUPPRESS)
     add("--ready-file", help=argparse.SUPPRESS)
     add("--stub-url", help=argparse.SUPPRESS)
@@ -176,6 +181,12 @@ def orchestrate(args: argparse.Namespace) -> int:
         results = run_async(drive(plan, stacks))
         others = machine_busy_seconds() - busy_before - (own_cpu_seconds(stacks) - ours_before)
         others_cores = others / (time.perf_counter() - wall_before)
+        rows = None
+        if not args.no_responses:  # after the phases: their CPU figures do not include it
+            from support.responses_row import responses_rows
+
+            sessions, turns = (10, 10) if args.quick else (20, 30)
+            rows = run_async(responses_rows(stacks, sessions=sessions, turns=turns))
         succeeded = True
     finally:
         if stacks is not None:
@@ -199,6 +210,10 @@ def orchestrate(args: argparse.Namespace) -> int:
         f"\nOther processes on the machine used {others_cores:.2f} cores on average while the "
         f"phases ran (of {os.cpu_count()}; a PostgreSQL server counts here)."
     )
+    if rows:
+        from support.responses_row import report
+
+        print("\n" + report(rows))
     found = checks(summaries)
     print("\nTargets (sessiongate)")
     for check in found:
