@@ -11,6 +11,7 @@ from pydantic import Field
 from sessiongate.config.base import Section
 
 Compaction = Literal["auto", "off"]
+CarryOver = Literal["off", "summary"]
 
 
 class WorkingSetConfig(Section):
@@ -25,3 +26,6 @@ class WorkingSetConfig(Section):
     keep_recent: int | None = Field(None, ge=1, le=1000)
     #: The model that writes summaries (unset: the control model, else the reply model).
     summary_model: str | None = None
+    #: `summary`: a rotation by idle, day boundary or topic starts the new segment's
+    #: context with a summary of the previous one. `off` (the default): seed 003 D1.
+    carry_over: CarryOver | None = None

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Literal
 
 Compaction = Literal["auto", "off"]
+CarryOver = Literal["off", "summary"]
 
 DEFAULT_COMPACT_AT = 0.75
 DEFAULT_KEEP_RECENT = 8
@@ -39,6 +40,9 @@ class WorkingSetPolicy:
     compact_at: float = DEFAULT_COMPACT_AT
     keep_recent: int = DEFAULT_KEEP_RECENT
     summary_model: str | None = None
+    #: `summary`: a segment a rotation by idle, day boundary or topic made starts its
+    #: context with a summary of the previous segment (service/carry_over.py).
+    carry_over: CarryOver = "off"
 
 
 DEFAULT_POLICY = WorkingSetPolicy()

@@ -31,6 +31,7 @@ def working_set_policy(defaults: WorkingSetConfig | None, own: AgentConfig) -> W
         compact_at=config.compact_at or DEFAULT_COMPACT_AT,
         keep_recent=config.keep_recent or DEFAULT_KEEP_RECENT,
         summary_model=config.summary_model,
+        carry_over=config.carry_over or "off",
     )
 
 

@@ -53,6 +53,7 @@ from sessiongate.service.agents import AgentProfile, pick_agent
 from sessiongate.service.artifacts import ArtifactService
 from sessiongate.service.attachments import keep_attachments
 from sessiongate.service.budgets import TokenCalibration, observe_prompt_tokens
+from sessiongate.service.carry_over import CarryOver
 from sessiongate.service.compaction import Compactor, drain_compactions, run_compact_command
 from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.conversation.plan import ClientPlan
@@ -132,6 +133,8 @@ class TurnService:
         #: The working set's summaries: read, due, written after turns.
         self.compactor = Compactor(sessions.store, models, sessions.clock, self.calibration)
         sessions.on_erase(self.compactor.forget)
+        #: `carry_over = "summary"`: the previous segment's summary after a rotation.
+        self.carry_over = CarryOver(self.compactor, sessions.store)
         self.agents = agents
         self.models = models
         self.judges = judges
@@ -202,6 +205,7 @@ class TurnService:
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
         await self.after.aclose()
+        await self.carry_over.aclose()
         await self.compactor.aclose()
 
     def agent(self, name: str | None) -> AgentProfile:
@@ -263,7 +267,12 @@ class TurnService:
         agent = await self.usable_agent(caller, agent_name)
         segment = await self.sessions.latest(key, caller, owner=owner)
         context = await assemble_turn_context(
-            self.sessions, ref, agent, segment, (), compactor=self.compactor
+            self.sessions,
+            ref,
+            agent,
+            segment,
+            await self.carry_over.fragments(agent, segment, []),
+            compactor=self.compactor,
         )
         return segment, context
 
@@ -373,6 +382,7 @@ class TurnService:
                 scope=validate_scope(inbound.recall.scope),
                 exclude_session_ids=thread_segment_ids(segment),
             )
+        fragments = [*await self.carry_over.fragments(agent, segment, rotations), *fragments]
         user_metadata = user_message_metadata(
             inbound, handle.turn_id, agent.name, rotations, fragments, verdict, plan
         )
@@ -412,6 +422,7 @@ class TurnService:
                 handle.emit(memory)
         if context.dropped_messages:  # never silently (docs/working_set.md)
             handle.emit(ContextTrimmedEvent(context.dropped_messages, "budget"))
+        handle.context_ready.set()
         context = with_turn_input(self.models, agent, inbound, context, content, verdict)
 
         async def reply(context: AssembledContext) -> None:
@@ -431,7 +442,6 @@ class TurnService:
                 ),
             )
 
-        handle.context_ready.set()
         async def refit(scale: float) -> AssembledContext:
             smaller = await assemble_turn_context(
                 sessions, ref, agent, segment, fragments, plan, ratio * scale, self.compactor
