@@ -18,8 +18,8 @@ from sessiongate.api import hooks as hooks_api
 from sessiongate.api import memory as memory_api
 from sessiongate.api import modes as modes_api
 from sessiongate.api import notes as notes_api
-from sessiongate.api import speech as speech_api
 from sessiongate.api import pins as pins_api
+from sessiongate.api import speech as speech_api
 from sessiongate.api import tasks as tasks_api
 from sessiongate.api.auth import current_user
 from sessiongate.api.compat import builderos, desktop, lifehub
@@ -35,8 +35,8 @@ from sessiongate.errors import Forbidden
 from sessiongate.service.engine import Engine
 from sessiongate.service.turn.handle import TurnOutcome
 from sessiongate.service.warning_sound import WarningSounds
-
 from sessiongate.service.window_discovery import WindowDiscovery
+
 log = logging.getLogger("sessiongate.turns")
 
 
@@ -107,8 +107,8 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     metrics = GatewayMetrics()
     engine.sessions.on_rotation(metrics.rotation)
     engine.turns.on_turn(metrics.turn)
-    engine.turns.on_turn(log_turn)
     engine.turns.compactor.on_compaction(metrics.compaction)
+    engine.turns.on_turn(log_turn)
     if engine.turns.quotas is not None:
         engine.turns.quotas.on_refusal(metrics.quota_refused)
     engine.sessions.on_rotation(log_rotation)
@@ -116,9 +116,9 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await engine.start()  # PostgreSQL connects here, on the server's event loop
-        if engine.hooks is not None:
         discovery = window_discovery(engine)  # models' windows, asked in the background
         app.state.window_discovery = discovery
+        if engine.hooks is not None:
             await engine.hooks.start()  # the webhook sender: served gateways only, not the CLI
         if engine.artifacts is not None and engine.artifacts.copies is not None:
             await engine.artifacts.copies.start()  # the WebDAV copies' sender, likewise
@@ -127,9 +127,9 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
         yield
         if engine.retention is not None:
             await engine.retention.stop_schedule()
-        # Graceful stop: cancelled turns keep their partial replies as `interrupted`.
         if discovery is not None:
             await discovery.aclose()
+        # Graceful stop: cancelled turns keep their partial replies as `interrupted`.
         await engine.turns.aclose()
         await sockets.aclose()  # relays of those turns end, then the broadcast stops
         if engine.hooks is not None:
@@ -185,10 +185,10 @@ def create_app(engine: Engine, *, close_engine: bool = True) -> FastAPI:
 
     app.include_router(rest.router)
     app.include_router(compactions_api.router)
+    app.include_router(pins_api.router)
     app.include_router(openai_chat.router)
     app.include_router(openai_responses.router)
     app.include_router(openai_conversations.router)
-    app.include_router(pins_api.router)
     app.include_router(websocket.router)
     app.include_router(builderos.router)
     app.include_router(tools.router)
