@@ -323,8 +323,20 @@ class Peer:
                     for m in segment:
                         value = {"text": m.text, "key": key.key, "segment": n + 1, "role": m.role}
                         ops.append(PutOp((user.user,), m.id, value))
-        for start in range(0, len(ops), 512):
-            self.store.batch(ops[start : start + 512])
+        # InMemoryStore embeds each distinct text of a batch once but then expects one
+        # vector per item (langgraph 1.2: "Number of embeddings … does not match"), so a
+        # batch never holds the same text twice ("Thanks!" recurs).
+        batch: list[PutOp] = []
+        texts: set[str] = set()
+        for op in ops:
+            text = str((op.value or {})["text"])
+            if len(batch) >= 512 or text in texts:
+                self.store.batch(batch)
+                batch, texts = [], set()
+            batch.append(op)
+            texts.add(text)
+        if batch:
+            self.store.batch(batch)
         return len(ops)
 
     def search(self, q: Question) -> list[str]:
