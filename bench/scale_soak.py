@@ -389,7 +389,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.role:
         roles[args.role](args)
         return 0
-    return orchestrate(args)
+    try:
+        return orchestrate(args)
+    except Exception:  # the run could not even start: say why, and still end with the line
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        print(Figures().line())
+        return 1
 
 
 if __name__ == "__main__":
