@@ -219,7 +219,11 @@ async def test_recall_embeds_what_no_rotation_embedded_and_bob_stays_apart(
 
 
 def test_served_recall_scope_all_over_http(tmp_path: Path) -> None:
-    config = relay_model(tmp_path, "echo") + '[agents.defaults]\nmodel = "echo"\n'
+    # With the builtin embedder: the served gateway embeds on rotation and fuses.
+    config = (
+        relay_model(tmp_path, "echo")
+        + '[agents.defaults]\nmodel = "echo"\n[notes]\nembeddings = "builtin"\n'
+    )
     with (
         served_gateway(tmp_path, config, {"alice": (), "bob": ()}) as served,
         served.client("alice") as alice,

@@ -12,7 +12,9 @@ Message vectors are derived data, kept in `message_vectors`. A rotation archives
 segment; right after it, a background task embeds the owner's archived messages that have
 no vector yet (at most EMBED_BACKGROUND per rotation). A recall first embeds what is still
 missing, at most EMBED_INLINE messages (an imported history, a gateway that just turned
-embeddings on), so a recall never waits on a whole history. When the embeddings model
+embeddings on), so a recall never waits on a whole history. What this process learnt (an
+owner's vector matrix, "nothing left to embed") is trusted for TRUST_SECONDS, and
+forgotten at once on a rotation or new vectors here. When the embeddings model
 fails, a recall answers from its keywords alone and logs it; it is never an error.
 """
 
@@ -20,7 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from sessiongate.core.keys import KeyRef
@@ -29,6 +34,7 @@ from sessiongate.errors import InvalidInput
 from sessiongate.models.embeddings import Embedder, EmbeddingsFailed
 from sessiongate.service.hybrid_search import fused_ranking
 from sessiongate.store.base import Store
+from sessiongate.store.notes import ChunkVectors
 from sessiongate.store.recall import (
     RecallIndex,
     RecallScope,
@@ -50,6 +56,13 @@ EMBED_BACKGROUND = 5000
 EMBED_BATCH = 256
 #: The characters of a message that are embedded (an embeddings server has a token limit).
 EMBED_CHARS = 4000
+#: How long a recall trusts what this process learnt of an owner's vectors without asking
+#: the store again: a loaded vector matrix, and "nothing left to embed". A rotation or an
+#: embedding here forgets the owner at once; this bounds what another gateway process
+#: changed meanwhile (a fragment erased meanwhile is never returned: its row is read again).
+TRUST_SECONDS = 30.0
+#: Vector matrices kept (one per owner, scope and left-out segments), least recent first out.
+CACHED_MATRICES = 64
 
 
 def validate_scope(scope: object) -> Scope:
@@ -67,6 +80,11 @@ class RecallSearch:
         self.embedder = embedder
         self._embedding: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
+        #: Owner → when embed_missing last found nothing left to embed (monotonic).
+        self._embedded_at: dict[str, float] = {}
+        self._matrices: OrderedDict[tuple[str, str | None, tuple[str, ...], str], _Matrix] = (
+            OrderedDict()
+        )
 
     async def search(
         self,
@@ -88,13 +106,13 @@ class RecallSearch:
         )
         depth = max(CANDIDATES, limit)
         embedder = self.embedder if semantic else None
-        if embedder is not None:
+        if embedder is not None and not _trusted(self._embedded_at.get(ref.owner)):
             await self.embed_missing(ref.owner, EMBED_INLINE)
         ranking = await fused_ranking(
             query,
             self.index.keyword(where, recall_words(query), depth) if keyword else None,
             embedder,
-            lambda e: self.index.vectors(where, e.name, e.dimensions),
+            lambda e: self._vectors(where, e),
             depth,
             what="recall",
         )
@@ -115,6 +133,28 @@ class RecallSearch:
             if (row := found.get(row_id)) is not None  # erased meanwhile: left out
         ]
 
+    async def _vectors(self, where: RecallScope, embedder: Embedder) -> ChunkVectors:
+        """The recallable vectors of `where`, from the cache while it is trusted."""
+        key = (where.owner, where.key, where.exclude, embedder.name)
+        cached = self._matrices.get(key)
+        if cached is not None and _trusted(cached.loaded_at):
+            self._matrices.move_to_end(key)
+            return cached.vectors
+        loaded_at = time.monotonic()
+        vectors = await self.index.vectors(where, embedder.name, embedder.dimensions)
+        self._matrices[key] = _Matrix(loaded_at, vectors)
+        self._matrices.move_to_end(key)
+        while len(self._matrices) > CACHED_MATRICES:
+            self._matrices.popitem(last=False)
+        return vectors
+
+    def forget(self, owner: str) -> None:
+        """What this process learnt of the owner's vectors no longer holds (a rotation,
+        new vectors)."""
+        self._embedded_at.pop(owner, None)
+        for key in [k for k in self._matrices if k[0] == owner]:
+            del self._matrices[key]
+
     async def embed_missing(self, owner: str, budget: int) -> int:
         """Embed up to `budget` of the owner's archived messages that have no vector of
         the configured embedder; how many were embedded. One owner at a time."""
@@ -134,7 +174,10 @@ class RecallSearch:
                         break
                     vectors = await embedder.embed([m.content[:EMBED_CHARS] for m in batch])
                     await self.index.put_vectors(batch, embedder.name, vectors)
+                    self.forget(owner)
                     done += len(batch)
+                if done < budget:  # nothing left: a recall need not ask for a while
+                    self._embedded_at[owner] = time.monotonic()
         except EmbeddingsFailed as exc:
             log.warning("recall_embedding_failed", extra={"owner": owner, "error": exc.message})
         finally:
@@ -145,6 +188,7 @@ class RecallSearch:
     def rotated(self, record: RotationRecord) -> None:
         """A rotation archived a segment (service/sessions.py `on_rotation`): embed the
         owner's new archived messages in the background."""
+        self.forget(record.key.owner)
         if self.embedder is None:
             return
         task = asyncio.get_running_loop().create_task(self._embed_later(record.key.owner))
@@ -163,6 +207,16 @@ class RecallSearch:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Matrix:
+    loaded_at: float
+    vectors: ChunkVectors
+
+
+def _trusted(since: float | None) -> bool:
+    return since is not None and time.monotonic() - since < TRUST_SECONDS
 
 
 def build_recall_index(store: Store) -> RecallIndex:
