@@ -89,7 +89,11 @@ async def test_tasks_add_done_filter_and_an_extracted_task_shows_its_source(
     tmp_path: Path,
 ) -> None:
     control = PacedModel(lambda text: EXTRACTED, name="control")
-    agents = {"main": {"control_model": "control", "extract_tasks": True}}
+    # The echo model answers (a reply of the offline stand-in is never read for tasks).
+    agents = {
+        "defaults": {"model": "scripted"},
+        "main": {"control_model": "control", "extract_tasks": True},
+    }
     with gateway(tmp_path, echo_model(), others=[control], agents=agents) as gw:
         async with chromium() as browser, new_page(browser) as page:
             await sign_in(page, gw.url, gw.keys["alice"])
