@@ -31,13 +31,9 @@ def reply(text: str) -> str:
 
 
 async def test_a_divider_shows_the_summary_the_originals_and_undoes(tmp_path: Path) -> None:
-    settings = {
-        "models": {"scripted": {"provider": "offline", "context_window": 4096}},
-        "agents": {
-            "defaults": {"model": "scripted", "context": {"keep_recent": 2, "compact_at": 1.0}}
-        },
-    }
-    with gateway(tmp_path, PacedModel(reply), **settings) as gw:
+    models = {"scripted": {"provider": "offline", "context_window": 4096}}
+    agents = {"defaults": {"model": "scripted", "context": {"keep_recent": 2, "compact_at": 1.0}}}
+    with gateway(tmp_path, PacedModel(reply), models=models, agents=agents) as gw:
         async with chromium() as browser, new_page(browser) as page:
             await sign_in(page, gw.url, gw.keys["alice"])
             for text in ("first topic", "second topic", "third topic"):
