@@ -44,6 +44,12 @@ class TextReply(Reply):
     text: str = ""
 
 
+@dataclass(frozen=True)
+class CloseReply(Reply):
+    """Read the request, then close the connection without a byte of answer (what a
+    keep-alive connection the server already dropped looks like to the client)."""
+
+
 class TextServer(FakeServer):
     """`FakeServer` that also answers `TextReply`s, and with `by_prompt` picks each reply by
     the request's last message rather than by its order (a gateway may ask its model
@@ -63,6 +69,8 @@ class TextServer(FakeServer):
             reply = self.by_prompt.get(str(last))
             if reply is None:
                 reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+            if isinstance(reply, CloseReply):
+                return
             if not isinstance(reply, TextReply):
                 await _respond(writer, reply, self._closing)
                 return
@@ -255,6 +263,17 @@ async def test_a_refused_connection_and_a_silent_server_are_told_apart() -> None
         silent = await consume(model_at(server.url, read_timeout=0.3, max_retries=0), MESSAGES)
     assert silent.error is not None and silent.error.code == "model_timeout"
     assert silent.error.message == "the model timed out before answering"
+
+
+async def test_a_connection_closed_before_the_head_is_unreachable_and_retried() -> None:
+    # The SDK's aiohttp transport had reported this as a connect timeout (not retried).
+    async with TextServer(CloseReply(), Reply(events=openai_events(["back"]))) as server:
+        outcome = await consume(model_at(server.url), MESSAGES)
+    assert outcome.error is None and outcome.text == "back" and len(server.requests) == 2
+    async with TextServer(CloseReply()) as server:
+        closed = await consume(model_at(server.url, max_retries=0), MESSAGES)
+    assert closed.error is not None and closed.error.code == "model_unavailable"
+    assert closed.error.message == "the model server could not be reached"
 
 
 # -- tool calls and usage -------------------------------------------------------------------
