@@ -17,6 +17,8 @@ from sessiongate.agents.runners.plan import run_plan
 from sessiongate.agents.tool_steps import ToolLimits
 from sessiongate.agents.tools import Tool, ToolContext
 from sessiongate.config.limits import LimitsConfig
+from sessiongate.core.context import AssembledContext
+from sessiongate.core.memory import is_message_id
 from sessiongate.errors import ConfigError
 from sessiongate.models.base import ModelOptions, ReplyModel, ToolSpec, capabilities_of
 from sessiongate.service.agents import AgentProfile
@@ -62,6 +64,8 @@ class AgentRunner:
             agent=agent.name,
             turn_id=turn.handle.turn_id,
             depth=turn.depth,
+            session_id=turn.session_id,
+            message_id=user_message_id(turn.context),
         )
         if agent.runner == "plan_execute":
             await run_plan(turn, self.models, tools, context, self.limits)
@@ -119,3 +123,11 @@ def check_agents(agents: Mapping[str, AgentProfile], models: Mapping[str, ReplyM
                 )
     if problems:
         raise ConfigError("\n".join(problems))
+
+
+def user_message_id(context: AssembledContext) -> str | None:
+    """The id of the newest user message in the context (the one the turn answers)."""
+    for message in reversed(context.messages):
+        if message.role == "user":
+            return message.source if is_message_id(message.source) else None
+    return None

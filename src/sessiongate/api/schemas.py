@@ -177,5 +177,7 @@ def context_json(
         "token_estimate": ctx.token_estimate,
         "dropped_messages": ctx.dropped_messages,
         "recall": list(ctx.recall),
+        # The memory block's items and why (`{memory_id, reason, score}`; docs/memory.md).
+        "memory": list(ctx.memory),
         "pinned": list(pinned),
     }

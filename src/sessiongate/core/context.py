@@ -52,8 +52,8 @@ def estimate_tokens(text: str) -> int:
 
 #: One message of the context. `source` says where its text came from: a message id,
 #: "system_prompt", "context_file:<name>", "client_system" (an OpenAI client's system
-#: message), "recall", or "repair:…" for the `interrupted`
-#: result that answers a call cut short (core/tool_calls.py).
+#: message), "memory" (the user's memory items), "recall", or "repair:…" for the
+#: `interrupted` result that answers a call cut short (core/tool_calls.py).
 ContextMessage = ThreadItem
 
 
@@ -70,6 +70,9 @@ class AssembledContext:
     #: Thread messages left out because of the token budget (oldest first).
     dropped_messages: int
     recall: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    #: The memory items in the context's memory block and why (`{memory_id, reason,
+    #: score}`, core/memory.py), as the turn's metadata records them.
+    memory: tuple[dict[str, Any], ...] = ()
     #: What replaces the text of the turn's own (last) user message on the wire: parts
     #: holding its images and what the model must read first (seed 004's marker). The
     #: stored message keeps the plain text.
@@ -121,6 +124,8 @@ def render_recall(fragments: Sequence[RecallFragment]) -> str:
     return "\n".join(lines)
 
 
+#: The `source` of the context's memory block (DESIGN.md §13).
+MEMORY_SOURCE = "memory"
 #: User-message metadata: the system messages an OpenAI-compatible client sent with it.
 CLIENT_SYSTEM = "client_system"
 #: Assistant-message metadata: the ids of the answer it replaces (a regenerate).
@@ -182,12 +187,14 @@ def assemble_context(
     max_tool_result_chars: int = DEFAULT_MAX_TOOL_RESULT_CHARS,
     client_system: Sequence[str] | None = None,
     leave_out: Collection[str] = (),
+    memory_block: str | None = None,
 ) -> AssembledContext:
     """Build the turn's context from the thread tail, system text and recalled fragments.
 
     Order: system prompt, context files, the client's system messages (`client_system`,
-    else those kept with the thread's newest user message), recalled fragments, then the
-    newest `memory_window` thread messages. Over budget, recalled fragments go first
+    else those kept with the thread's newest user message), the memory block
+    (`memory_block`, already fitted to the budget: core/memory.py), recalled fragments,
+    then the newest `memory_window` thread messages. Over budget, recalled fragments go first
     (lowest score first), then the oldest thread messages; the system text and the newest
     thread message always stay, so the model always sees what it is answering. Superseded
     answers (and `leave_out`) and the offline stand-in's answers are not part of the
@@ -212,6 +219,8 @@ def assemble_context(
         fixed.append(ContextMessage("system", item.content, f"context_file:{item.name}"))
     for text in client_system:
         fixed.append(ContextMessage("system", text, CLIENT_SYSTEM))
+    if memory_block:
+        fixed.append(ContextMessage("system", memory_block, MEMORY_SOURCE))
 
     tail = list(thread[-memory_window:])
     if has_tool_steps(tail):

@@ -238,6 +238,7 @@ def build_engine(
         scripted=ScriptedReplies(registry, build_script_runner(settings, agents)),
     )
     delegates.bind(turns.start_turn)
+    turns.memory = memory  # the items a turn is given (service/turn/memory_context.py)
     turns.journal = TurnJournal(
         retention=settings.limits.turn_replay_retention,
         max_finished=settings.limits.turn_replay_turns,

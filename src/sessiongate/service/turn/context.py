@@ -1,7 +1,8 @@
 """What one turn sends to the model: the tail of its segment's thread within the agent's
 memory window (turns classified unsafe left out), recalled fragments, the agent's
-prompt and files, an OpenAI client's system text; then the turn's own images, or a
-script_delimiter agent's safety marker, in place of its plain text on the wire.
+prompt and files, an OpenAI client's system text, the user's memory items; then the
+turn's own images, or a script_delimiter agent's safety marker, in place of its plain
+text on the wire.
 
 The rules themselves are pure (core/context.py, core/attachments.py); this module reads
 the thread they apply to."""
@@ -14,6 +15,7 @@ from dataclasses import replace
 from sessiongate.core.attachments import turn_parts
 from sessiongate.core.context import AssembledContext, assemble_context
 from sessiongate.core.keys import KeyRef
+from sessiongate.core.memory import Injected
 from sessiongate.core.segments import RecallFragment, Segment
 from sessiongate.models.base import ReplyModel, capabilities_of
 from sessiongate.service.agents import AgentProfile
@@ -21,6 +23,7 @@ from sessiongate.service.compaction import Compactor
 from sessiongate.service.conversation.plan import ClientPlan
 from sessiongate.service.sessions import SessionService
 from sessiongate.service.turn.handle import InboundTurn
+from sessiongate.service.turn.memory_context import memory_block
 from sessiongate.service.turn.safety_gate import Verdict, leave_out_unsafe
 from sessiongate.service.turn.working_context import fit_turn_context, uses_working_set
 
@@ -34,11 +37,13 @@ async def assemble_turn_context(
     plan: ClientPlan | None = None,
     ratio: float = 1.0,
     compactor: Compactor | None = None,
+    memory: Sequence[Injected] = (),
 ) -> AssembledContext:
     """The context from what is stored: used for a turn, and for the preview of the
     next one (`GET /v1/sessions/{key}/context`). `ratio`: the reply model's correction
     of the token estimate (service/budgets.py); `compactor`: the summaries in force
-    (service/compaction.py)."""
+    (service/compaction.py); `memory`: the memory items of the turn, already fitted to
+    the budget (service/turn/memory_context.py), entering as one system message."""
     thread = await sessions.thread_tail(key, segment, agent.memory_window)
     if agent.classifier is not None:
         thread = leave_out_unsafe(thread)
@@ -52,7 +57,10 @@ async def assemble_turn_context(
         max_tool_result_chars=agent.max_tool_result_chars,
         client_system=None if plan is None else plan.turn.system,
         leave_out=() if plan is None else plan.superseded,
+        memory_block=memory_block(memory),
     )
+    if memory:
+        context = replace(context, memory=tuple(item.metadata() for item in memory))
     budget = agent.context_budget
     if budget is not None and uses_working_set(agent.working_set, agent.token_budget, budget):
         context = await fit_turn_context(

@@ -57,6 +57,7 @@ from sessiongate.service.carry_over import CarryOver
 from sessiongate.service.compaction import Compactor, drain_compactions, run_compact_command
 from sessiongate.service.conversation.locate import ConversationService
 from sessiongate.service.conversation.plan import ClientPlan
+from sessiongate.service.memory import MemoryService
 from sessiongate.service.quotas import QuotaService
 from sessiongate.service.recall import validate_scope
 from sessiongate.service.recall_rules import thread_segment_ids, validate_recall
@@ -74,6 +75,11 @@ from sessiongate.service.turn.handle import (
     TurnOutcome,
 )
 from sessiongate.service.turn.journal import TurnJournal
+from sessiongate.service.turn.memory_context import (
+    choose_turn_memory,
+    fit_turn_memory,
+    turn_memory,
+)
 from sessiongate.service.turn.ports import HandoffStage, Speaker
 from sessiongate.service.turn.record import finished_turn, turn_outcome, user_message_metadata
 from sessiongate.service.turn.reply import (
@@ -146,11 +152,13 @@ class TurnService:
         #: Who may run which agent (service/agent_access.py); None: anyone, any agent
         #: (engines built without routes, as some tests and embedders do).
         self.access: AgentAccess | None = None
-        #: Requests per minute and tokens per day (service/quotas.py); None: no quotas.
-        self.quotas: QuotaService | None = None
         #: The `memory` events extraction queued for a key since its last turn
         #: (service/memory_extraction.py), announced by the next; set by the engine.
         self.memory_news: Callable[[KeyRef], list[MemoryEvent]] | None = None
+        #: The users' memory items a turn is given (service/memory.py); set by the engine.
+        self.memory: MemoryService | None = None
+        #: Requests per minute and tokens per day (service/quotas.py); None: no quotas.
+        self.quotas: QuotaService | None = None
 
     def on_turn(self, listener: TurnListener) -> None:
         """Called once per finished turn (metrics, hooks)."""
@@ -266,13 +274,13 @@ class TurnService:
         ref = caller.key(key, owner=owner)
         agent = await self.usable_agent(caller, agent_name)
         segment = await self.sessions.latest(key, caller, owner=owner)
+        fragments = await self.carry_over.fragments(agent, segment, [])
+        chosen = await choose_turn_memory(self.memory, ref, agent, None)  # pinned ones
+        injected = fit_turn_memory(
+            agent, chosen, ratio=1.0, fragments=fragments, client_system=(), newest=None
+        )
         context = await assemble_turn_context(
-            self.sessions,
-            ref,
-            agent,
-            segment,
-            await self.carry_over.fragments(agent, segment, []),
-            compactor=self.compactor,
+            self.sessions, ref, agent, segment, fragments, compactor=self.compactor, memory=injected
         )
         return segment, context
 
@@ -386,6 +394,14 @@ class TurnService:
         user_metadata = user_message_metadata(
             inbound, handle.turn_id, agent.name, rotations, fragments, verdict, plan
         )
+        ratio = self.calibration.ratio(inbound.reply_model or agent.reply_model)
+        injected = (
+            []
+            if verdict is not None and verdict.unsafe
+            else await turn_memory(self.memory, ref, agent, content, fragments, plan, ratio)
+        )
+        if injected:  # what the model is given of the user's memory, and why (§13)
+            user_metadata["memory"] = [item.metadata() for item in injected]
         if inbound.attachments and (plan is None or plan.append_user):
             user_metadata["attachments"] = await keep_attachments(
                 self.artifacts, ref.owner, ref.name, handle.turn_id, inbound.attachments
@@ -411,9 +427,8 @@ class TurnService:
             # Kept (who asked what is part of the record) but never answered, and left
             # out of every later context (seed 004: unsafe turns add no memory).
             raise UnsafeRequest("the request was classified unsafe; nothing was run")
-        ratio = self.calibration.ratio(inbound.reply_model or agent.reply_model)
         context = await assemble_turn_context(
-            sessions, ref, agent, segment, fragments, plan, ratio, self.compactor
+            sessions, ref, agent, segment, fragments, plan, ratio, self.compactor, injected
         )
         for news in self.compactor.news(segment.session_id):
             handle.emit(news)
@@ -444,7 +459,15 @@ class TurnService:
 
         async def refit(scale: float) -> AssembledContext:
             smaller = await assemble_turn_context(
-                sessions, ref, agent, segment, fragments, plan, ratio * scale, self.compactor
+                sessions,
+                ref,
+                agent,
+                segment,
+                fragments,
+                plan,
+                ratio * scale,
+                self.compactor,
+                injected,
             )
             return with_turn_input(self.models, agent, inbound, smaller, content, verdict)
 
