@@ -118,11 +118,11 @@ async def test_tasks_add_done_filter_and_an_extracted_task_shows_its_source(
             await expect(page.locator("#tasks-status")).to_contain_text("Buy milk: done")
             # Under "open tasks" a ticked task leaves the list.
             await expect(tasks.locator("li", has_text="Buy milk")).to_have_count(0)
-            await page.get_by_label("Show").select_option("done")
+            await page.get_by_label("Show", exact=True).select_option("done")
             await expect(tasks.locator("li")).to_have_count(1)
             await expect(tasks.locator("li").first).to_contain_text("Buy milk")
             await expect(tasks.get_by_role("checkbox")).to_be_checked()
-            await page.get_by_label("Show").select_option("")
+            await page.get_by_label("Show", exact=True).select_option("")
             await expect(tasks.locator("li")).to_have_count(2)
             stored = await call(gw, "GET", "/v1/tasks?status=done")
             assert [task["title"] for task in stored.json()["tasks"]] == ["Buy milk"]
