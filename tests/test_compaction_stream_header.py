@@ -50,6 +50,15 @@ def test_a_streamed_answer_names_the_compaction_in_its_headers(tmp_path: Path) -
         made = http.post("/v1/sessions/oa:stream/compact", json={})
         assert made.status_code == 200, made.text
         compaction_id = made.json()["compaction"]["compaction_id"]
+        # The preview says which messages the summary it sends stands for.
+        context = http.get("/v1/sessions/oa:stream/context").json()
+        assert context["summarised"] == {
+            "compaction_id": compaction_id,
+            "first_seq": 1,
+            "last_seq": 6,
+            "count": 6,
+        }
+        assert f"compaction:{compaction_id}" in [m["source"] for m in context["messages"]]
         history.append({"role": "user", "content": "and then?"})
         body = {"model": "main", "messages": history, "stream": True}
         with http.stream("POST", "/v1/chat/completions", headers=headers, json=body) as r:

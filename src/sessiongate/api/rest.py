@@ -269,8 +269,21 @@ async def show_context(
     latest, ctx = await engine_of(request).turns.preview_context(
         key, caller_for(user), agent, owner=owner
     )
-    pins = await engine_of(request).turns.compactor.pins.pinned(latest.session_id)
-    return context_json(latest.session_id, ctx, [m.message_id for m in pins])
+    compactor = engine_of(request).turns.compactor
+    pins = await compactor.pins.pinned(latest.session_id)
+    body = context_json(latest.session_id, ctx, [m.message_id for m in pins])
+    # Which messages the summary in the context stands for (docs/working_set.md).
+    body["summarised"] = None
+    sent = [m.source.removeprefix("compaction:") for m in ctx.messages]
+    for record in await compactor.records(latest.session_id):
+        if record.compaction_id in sent:
+            body["summarised"] = {
+                "compaction_id": record.compaction_id,
+                "first_seq": record.first_seq,
+                "last_seq": record.last_seq,
+                "count": record.count,
+            }
+    return body
 
 
 @router.patch("/sessions/{key}")
