@@ -138,9 +138,7 @@ def test_max_output_tokens_goes_upstream_and_a_length_stop_is_incomplete(
     assert ended.incomplete_details.reason == "max_output_tokens"
 
 
-@pytest.mark.parametrize(
-    "value", [0, 15, 1_000_001, "64", True, 12.5, -3], ids=lambda v: repr(v)
-)
+@pytest.mark.parametrize("value", [0, 15, 1_000_001, "64", True, 12.5, -3], ids=lambda v: repr(v))
 def test_bad_max_output_tokens_answer_400(
     gateway: tuple[Served, WireServer], value: object
 ) -> None:
