@@ -514,6 +514,7 @@ def test_an_admin_enables_and_disables_modes(gw: Gateway, client: httpx.Client) 
         "primary": False,
         "admin": False,
         "modes_enabled": ["focus", "work"],
+        "quotas": {"requests_per_minute": None, "tokens_per_day": None},  # the defaults
     }
     listed = client.get("/v1/users", headers=gw.auth("root")).json()["users"]
     assert {u["name"]: u["modes_enabled"] for u in listed} == {

@@ -196,6 +196,8 @@ async def change_user(
     """The modes enabled for the user, their own quotas, or both; the user afterwards."""
     engine: Engine = request.app.state.engine
     validate_user_name(name)
+    if body.modes_enabled is None and body.quotas is None:
+        raise InvalidInput("name modes_enabled, quotas or both", code="invalid_request")
     changes = None if body.quotas is None else parse_overrides(body.quotas)
     if body.modes_enabled is not None:
         await modes_of(request).set_enabled(admin, name, body.modes_enabled)
