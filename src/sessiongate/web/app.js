@@ -420,7 +420,8 @@ async function revert() {
 function setRecall(recall) {
   state.recall = recall;
   $("#recall-chip").hidden = !recall;
-  $("#recall-chip-text").textContent = recall ? `Your next message recalls “${recall.query}”.` : "";
+  const where = recall?.scope === "all" ? " from all your conversations" : "";
+  $("#recall-chip-text").textContent = recall ? `Your next message recalls “${recall.query}”${where}.` : "";
 }
 
 function requireKey(action) {

@@ -33,6 +33,8 @@ function fragmentItem(fragment, segmentName) {
       "div",
       { class: "who" },
       `${fragment.role} · score ${Number(fragment.score).toFixed(3)} · `,
+      // Recall with scope "all" may find it in another of the user's keys: name it.
+      fragment.key ? `${fragment.key} · ` : "",
       el("span", { dataset: { sessionId: fragment.session_id }, title: fragment.session_id }, segmentName(fragment.session_id)),
       " · ",
       timeEl(fragment.created_at),
@@ -97,6 +99,12 @@ export function showRecall(api, key, useForNextTurn, segmentName = (id) => id) {
     const query = el("input", { required: true, maxlength: "2000" });
     const rationale = el("input", { required: true, maxlength: "2000" });
     const limit = el("input", { type: "number", min: "1", max: "50", value: "5" });
+    const scope = el(
+      "select",
+      {},
+      el("option", { value: "key" }, `${key} only`),
+      el("option", { value: "all" }, "all my conversations"),
+    );
     const results = el("div", { "aria-live": "polite" });
     const form = el(
       "form",
@@ -104,6 +112,7 @@ export function showRecall(api, key, useForNextTurn, segmentName = (id) => id) {
       field("What to look for", query),
       field("Why (kept with the turn)", rationale),
       field("How many fragments", limit),
+      field("Look in", scope),
       el(
         "div",
         { class: "row" },
@@ -115,7 +124,12 @@ export function showRecall(api, key, useForNextTurn, segmentName = (id) => id) {
             class: "quiet",
             onclick: () => {
               if (!form.reportValidity()) return;
-              useForNextTurn({ query: query.value, rationale: rationale.value, limit: Number(limit.value) });
+              useForNextTurn({
+                query: query.value,
+                rationale: rationale.value,
+                limit: Number(limit.value),
+                scope: scope.value,
+              });
               close();
             },
           },
@@ -128,6 +142,7 @@ export function showRecall(api, key, useForNextTurn, segmentName = (id) => id) {
         query: query.value,
         rationale: rationale.value,
         limit: Number(limit.value),
+        scope: scope.value,
       });
       results.replaceChildren(
         el("h3", {}, `${answer.fragments.length} fragments`),
