@@ -114,6 +114,52 @@ def test_events_and_their_replay_validate_and_number_from_zero() -> None:
     assert kinds.count("response.function_call_arguments.done") == 1
 
 
+def test_reasoning_hosted_calls_and_text_take_output_indices_in_order() -> None:
+    """Reasoning, a signed block (its signature shown only when asked), a hosted search,
+    more reasoning after it, then the text: each item its own output index, in the order
+    they opened, and the final output in that order; every event as the SDK types it."""
+    shell = ResponseShell("resp_2", 0, "main", encrypted_reasoning=True, hosted=("web_search",))
+    numbered = ResponseEvents(shell)
+    events = numbered.opening()
+    events += numbered.reasoning("Think")
+    events += numbered.reasoning("ing.", signature="sig-1")
+    events += numbered.hosted_start("call_1", "web_search", {"query": "tides"})
+    events += numbered.hosted_start("call_2", "notes_search", {"query": "no item"})
+    events += numbered.hosted_end("call_1", "ok")
+    events += numbered.reasoning("Found it.")
+    events += numbered.delta("High tide at 6.")
+    closing, response = numbered.end([], {}, "complete")
+    events += closing
+    for event in events:
+        EVENTS.validate_python(event)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    added = [
+        (e["output_index"], e["item"]["type"])
+        for e in events
+        if e["type"].endswith("added") and "item" in e
+    ]
+    assert added == [(0, "reasoning"), (1, "web_search_call"), (2, "reasoning"), (3, "message")]
+    final = Response.model_validate(response)
+    assert [item.type for item in final.output] == [
+        "reasoning",
+        "web_search_call",
+        "reasoning",
+        "message",
+    ]
+    first, search, second = final.output[0], final.output[1], final.output[2]
+    assert first.type == "reasoning" and first.encrypted_content == "sig-1"
+    assert [s.text for s in first.summary] == ["Thinking."]
+    assert second.type == "reasoning" and second.encrypted_content is None
+    assert search.type == "web_search_call" and search.status == "completed"
+    assert search.action.type == "search" and search.action.query == "tides"
+    # The kept response again: the same kinds of items, in the same order.
+    again = replay(response)
+    for event in again:
+        EVENTS.validate_python(event)
+    kinds = [e["item"]["type"] for e in again if e["type"] == "response.output_item.added"]
+    assert kinds == ["reasoning", "web_search_call", "reasoning", "message"]
+
+
 def test_pages_follow_openais_rules() -> None:
     items = [{"id": f"i{n}"} for n in range(5)]
     page = page_of(items, after=None, limit=2, order="desc")
