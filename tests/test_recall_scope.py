@@ -134,6 +134,11 @@ async def test_a_message_the_gate_classified_unsafe_is_never_recalled(gated: Eng
         assert said(found) == ["the garden gnome is blue"], scope
         found = await gated.sessions.recall("other", ALICE, "zorblax", WHY, scope="all")
         assert found == []
+    # The store's own one-key recall leaves it out too.
+    notes = ALICE.key("notes")
+    assert await gated.store.recall(notes, "zorblax", rationale=WHY) == []
+    gnome = await gated.store.recall(notes, "gnome", rationale=WHY)
+    assert said(gnome) == ["the garden gnome is blue"]
 
 
 async def test_a_bad_scope_is_refused_before_anything_changes(gated: Engine) -> None:

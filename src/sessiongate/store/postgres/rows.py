@@ -243,6 +243,7 @@ JOIN session_keys k ON k.key = s.key
 WHERE s.key = $2 AND s.session_id <> k.latest_session_id
   AND s.session_id <> ALL ($3::text[])
   AND (m.metadata ->> 'offline') IS DISTINCT FROM 'true'
+  AND (m.metadata -> 'classification' ->> 'label') IS DISTINCT FROM 'unsafe'
 ORDER BY rank DESC, m.id
 LIMIT $4
 """

@@ -143,6 +143,8 @@ class SQLiteReads:
             f" AND s.session_id NOT IN ({placeholders})"
             # The offline stand-in's answers are never recalled (core/context.py).
             f" AND json_extract(m.metadata, '$.offline') IS NOT 1"
+            # Nor what the safety gate refused (service/turn/safety_gate.py).
+            f" AND json_extract(m.metadata, '$.classification.label') IS NOT 'unsafe'"
             f" ORDER BY rank, m.id LIMIT ?",
             (match, key.storage_id, *excluded, limit),
         ).fetchall()
