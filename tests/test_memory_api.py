@@ -548,3 +548,21 @@ def test_served_memory_api_cli_and_a_turn_that_receives_the_pinned_item(tmp_path
             assert texts == ["Walks to work"]
             reply = alice.post("/v1/chat", json={"content": "again", "stream": False}).json()
             assert "Prefers metric units" not in reply["reply"]
+
+
+async def test_a_failing_search_leaves_a_turn_its_pinned_items(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sessiongate.config.memory import MemoryPolicy
+
+    tea = await app.memory.add("alice", "Prefers tea", pinned=True)
+    await app.memory.add("alice", "Has two cats")
+
+    async def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the index is gone")
+
+    monkeypatch.setattr(app.memory, "_rank", broken)
+    chosen = await app.memory.items_for_turn(
+        "alice", "main", MemoryPolicy(inject="relevant"), "chat:alice", "cats?"
+    )
+    assert [(c.item.memory_id, c.reason) for c in chosen] == [(tea.memory_id, "pinned")]

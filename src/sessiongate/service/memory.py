@@ -68,6 +68,9 @@ DEFAULT_PAGE = 50
 DEFAULT_SEARCH_LIMIT = 10
 #: Each ranking contributes its best this-many items to the fusion.
 CANDIDATES = 50
+#: A turn's relevant items come from the best this-many (at least 4 * max_items) of each
+#: ranking: deeper lists would only be read to be dropped.
+RELEVANT_DEPTH = 24
 
 
 class MemoryNotFound(NotFound):
@@ -324,14 +327,23 @@ class MemoryService:
         turn with its pinned items."""
         if policy.inject == "off":
             return []
-        relevant = policy.inject == "relevant" and policy.max_items > 0 and bool(new_message)
-        items = await self.store.valid_items(user, pinned_only=not relevant)
+        # Only the pinned items and the search's best candidates are read: a user may keep
+        # a thousand items, and turning each row into an item costs tens of microseconds.
+        items = await self.store.valid_items(user, pinned_only=True)
         items = [i for i in items if applies_to(i, agent, key)]
         scores: dict[str, float] = {}
-        if relevant and new_message and any(not i.pinned for i in items):
+        if policy.inject == "relevant" and policy.max_items > 0 and new_message:
             query = new_message[: 4 * 2000]  # a long message: its start says what it is about
-            ranked, _ = await self._rank(user, query, max(CANDIDATES, 4 * policy.max_items))
-            scores = {item.memory_id: score for item, score in ranked}
+            depth = max(RELEVANT_DEPTH, 4 * policy.max_items)
+            try:
+                ranked, _ = await self._rank(user, query, depth)
+            except Exception:  # the pinned items still go in
+                log.exception("memory_search_failed", extra={"user": user})
+                ranked = []
+            for item, score in ranked:
+                if not item.pinned and applies_to(item, agent, key):
+                    items.append(item)
+                    scores[item.memory_id] = score
         return choose_items(items, policy.inject, scores, policy.max_items)
 
     # -- export and import ------------------------------------------------------------

@@ -14,7 +14,8 @@ The steps, in this order:
    webhook deliveries, seed 001's endpoint memory, anything made since step 2. Then
    their tasks, through the task service.
 4. One transaction for the rest (store/user_erasure.py): notes with their chunks,
-   keyword index rows and vectors, mode unlocks, idempotency records, conversation index
+   keyword index rows and vectors, memory items with their vectors and tombstones,
+   mode unlocks, idempotency records, conversation index
    rows, endpoint memory, every webhook delivery that names them, their API keys and
    last the user's row, with its enabled modes.
 
