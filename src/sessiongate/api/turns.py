@@ -40,8 +40,8 @@ async def begin_turn(
         handle = engine.turns.start_turn(inbound)  # bad input raises here, as a 4xx
     events = handle.events()
     first = await anext(events)
-    # The turn went on past `start` without yielding, up to its upstream request: the SDK's
-    # HTTP client writes it from a task of its own, queued behind this one. Yield once so
+    # The turn went on past `start` without yielding, up to its upstream request: aiohttp
+    # (before Python 3.12) writes it from a task of its own, queued behind this one. Yield once so
     # the request leaves before the response (headers, first frame) is started here;
     # otherwise the model waits for that work (~0.5 ms) before it can begin.
     await asyncio.sleep(0)
