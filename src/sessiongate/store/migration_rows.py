@@ -39,6 +39,7 @@ def batch_rows(table: str) -> int:
     """How many rows of `table` one batch of the copy or the checksum holds."""
     return WIDE_BATCH_ROWS if table in WIDE_TABLES else BATCH_ROWS
 
+
 #: PostgreSQL type (pg_type.typname) → the kind of value a column holds.
 _KINDS = {
     "timestamptz": "time",
