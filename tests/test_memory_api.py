@@ -566,3 +566,36 @@ async def test_a_failing_search_leaves_a_turn_its_pinned_items(
         "alice", "main", MemoryPolicy(inject="relevant"), "chat:alice", "cats?"
     )
     assert [(c.item.memory_id, c.reason) for c in chosen] == [(tea.memory_id, "pinned")]
+
+
+async def test_concurrent_adds_never_pass_the_cap(app: App) -> None:
+    import asyncio
+
+    answers = await asyncio.gather(
+        *(app.call("alice", "POST", "/v1/memory", json={"text": f"fact {n}"}) for n in range(12))
+    )
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [201] * 5 + [409] * 7
+    assert len((await app.call("alice", "GET", "/v1/memory")).json()["items"]) == 5
+
+
+async def test_one_patch_changes_text_pin_and_scope_together(app: App) -> None:
+    first = (await app.call("alice", "POST", "/v1/memory", json={"text": "Likes jazz"})).json()
+    changed = await app.call(
+        "alice",
+        "PATCH",
+        f"/v1/memory/{first['id']}",
+        json={"text": "Likes bebop", "pinned": True, "scope": "agent:main"},
+    )
+    assert changed.status_code == 200, changed.text
+    new = changed.json()
+    assert (new["text"], new["pinned"], new["scope"]) == ("Likes bebop", True, "agent:main")
+    assert new["id"] != first["id"]
+    old = (await app.call("alice", "GET", f"/v1/memory/{first['id']}")).json()
+    assert (old["text"], old["superseded_by"]) == ("Likes jazz", new["id"])
+    # A refused field changes nothing at all.
+    refused = await app.call(
+        "alice", "PATCH", f"/v1/memory/{new['id']}", json={"pinned": False, "text": ""}
+    )
+    assert refused.status_code == 400
+    assert (await app.call("alice", "GET", f"/v1/memory/{new['id']}")).json()["pinned"] is True
