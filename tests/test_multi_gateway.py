@@ -35,8 +35,9 @@ from sessiongate.api.turns import begin_turn
 from sessiongate.config import load_settings
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.events import EndEvent, StartEvent
+from sessiongate.core.segments import Role
 from sessiongate.core.users import Caller
-from sessiongate.service.engine import build_engine
+from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.idempotency import IdempotentRequest, idempotent_request
 from sessiongate.service.turn.pipeline import InboundTurn
 from tests.conftest import START, make_settings
@@ -532,13 +533,12 @@ async def test_a_retry_after_its_gateway_was_killed_runs_on_the_other_at_once(
         assert again.json()["turn_id"] == retried.json()["turn_id"]
     assert found.model_calls("slow 100") == 2  # the killed run, and the retry's
     stored = await history(found.database_url, "alice/killed:one")
-    # What the killed turn had stored stays (its user message, as after any crash);
-    # the retry's question and answer follow.
-    assert [(role, content) for role, content, _ in stored][-2:] == [
+    # The killed turn had stored its question: the retry answered that one, so the
+    # question is kept once with its answer right after it.
+    assert [(role, content) for role, content, _ in stored] == [
         ("user", "slow 100"),
         ("assistant", "".join(f"w{i} " for i in range(100))),
     ]
-    assert [role for role, _, _ in stored] == ["user", "user", "assistant"]
 
 
 # -- what a gateway on a vanished host leaves behind ------------------------------------------
@@ -672,6 +672,12 @@ def test_the_two_gateways_example_serves_one_conversation_through_both(tmp_path:
 # -- an abandoned idempotency row, in the engine ------------------------------------------------
 
 
+async def drive(engine: Engine, inbound: InboundTurn) -> None:
+    """Run one turn to its end."""
+    async for _ in engine.turns.run_turn(inbound):
+        pass
+
+
 async def test_an_abandoned_row_is_answered_from_its_stored_reply_or_run_again(
     tmp_path: Path,
 ) -> None:
@@ -724,5 +730,57 @@ async def test_an_abandoned_row_is_answered_from_its_stored_reply_or_run_again(
             assert isinstance(fresh[0], StartEvent) and fresh[-1].type == "end"
             assert fresh[0].turn_id != never
             assert len(model.requests) == calls + 1
+
+            # Its turn stored the question and died before answering: the retry answers
+            # that question, under the dead turn's id, instead of storing it a second time.
+            asked = InboundTurn("dead:b", Caller("alice"), "what was stored")
+            [
+                event
+                async for event in engine.turns.run_turn(InboundTurn("dead:b", asked.caller, "hi"))
+            ]
+            segment = await engine.store.latest_segment(asked.caller.key("dead:b"))
+            dying = "01890000-0000-7000-8000-0000000000cd"
+            await engine.sessions.append_message(
+                asked.caller.key("dead:b"),
+                segment.session_id,
+                role=Role.USER,
+                content=asked.content,
+                now=START,
+                metadata={"turn_id": dying},
+            )
+            request = await abandon("dead-3", asked.content, dying)
+            _, first, rest = await begin_turn(engine, asked, request)
+            answered = [first, *[event async for event in rest]]
+            assert isinstance(answered[0], StartEvent) and answered[0].turn_id == dying
+            assert answered[-1].type == "end"
+            stored = await engine.store.list_messages(segment.session_id)
+            assert [(m.role, m.content) for m in stored][-2:] == [
+                (Role.USER, "what was stored"),
+                (Role.ASSISTANT, "reply to: what was stored"),
+            ]
+            assert sum(m.content == "what was stored" for m in stored) == 1
+            assert {m.metadata.get("turn_id") for m in stored[-2:]} == {dying}
+
+            # Something came after the stored question: it is asked again (stored again).
+            later = InboundTurn("dead:b", Caller("alice"), "asked twice")
+            dead_again = "01890000-0000-7000-8000-0000000000ef"
+            await engine.sessions.append_message(
+                later.caller.key("dead:b"),
+                segment.session_id,
+                role=Role.USER,
+                content=later.content,
+                now=START,
+                metadata={"turn_id": dead_again},
+            )
+            [
+                event
+                async for event in engine.turns.run_turn(InboundTurn("dead:b", later.caller, "x"))
+            ]
+            request = await abandon("dead-4", later.content, dead_again)
+            _, first, rest = await begin_turn(engine, later, request)
+            assert [first, *[event async for event in rest]][-1].type == "end"
+            assert first.turn_id != dead_again  # type: ignore[union-attr]
+            stored = await engine.store.list_messages(segment.session_id)
+            assert sum(m.content == "asked twice" for m in stored) == 2
         finally:
             await engine.aclose()

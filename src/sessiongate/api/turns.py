@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.responses import Response
@@ -35,7 +36,9 @@ async def begin_turn(
     idempotency key, the turn that key already started is joined or replayed instead."""
     inbound = await engine.turns.admit(inbound)  # an agent the caller may not run: 403
     if idempotent is not None and engine.idempotency is not None:
-        handle = await engine.idempotency.run(idempotent, lambda: engine.turns.start_turn(inbound))
+        handle = await engine.idempotency.run(
+            idempotent, lambda resumed: engine.turns.start_turn(replace(inbound, resumes=resumed))
+        )
     else:
         handle = engine.turns.start_turn(inbound)  # bad input raises here, as a 4xx
     events = handle.events()

@@ -13,8 +13,10 @@
   runs for real.
 - A `running` row whose process died (PostgreSQL: its liveness lock is gone) is not waited
   on: if its turn had stored its reply, the retry is answered from that reply (and the
-  row kept as `done`); otherwise the row is released and the retry runs the turn (what
-  the dead turn stored, its user message, stays as after any crash).
+  row kept as `done`); otherwise the row is released and the retry runs the turn. When
+  the dead turn had stored its user message and it is still the last of its segment, the
+  retry answers that message under the dead turn's id instead of storing it again
+  (`ResumedTurn`): the question is kept once, with its answer right after it.
 
 Keys are per owner: another user's equal key is another turn.
 """
@@ -41,12 +43,13 @@ from sessiongate.core.events import (
     TokenEvent,
     TurnEvent,
 )
+from sessiongate.core.segments import Role
 from sessiongate.errors import Conflict, InvalidInput, SessionGateError
-from sessiongate.service.turn.handle import TurnHandle
+from sessiongate.service.turn.handle import ResumedTurn, TurnHandle
 from sessiongate.service.turn.recovery import build_turn_records, ending_events, reply_of
 from sessiongate.store.base import Store
 from sessiongate.store.idempotency import IdempotencyRecord, IdempotencyStore
-from sessiongate.store.turns import TurnRecords
+from sessiongate.store.turns import StoredTurn, TurnRecords
 
 #: 1-200 characters of a safe alphabet (UUIDs, ULIDs, base64url and the like).
 _KEY = re.compile(r"[A-Za-z0-9._:~+/=-]{1,200}")
@@ -155,9 +158,13 @@ class IdempotencyService:
         self._pumps: set[asyncio.Task[None]] = set()
         self._last_prune: datetime | None = None
 
-    async def run(self, request: IdempotentRequest, start: Callable[[], TurnHandle]) -> TurnHandle:
-        """A handle on the request's turn: started now, joined, or replayed."""
+    async def run(
+        self, request: IdempotentRequest, start: Callable[[ResumedTurn | None], TurnHandle]
+    ) -> TurnHandle:
+        """A handle on the request's turn: started now, joined, or replayed. `start`
+        starts it, answering the question a dead turn of this request stored if given."""
         deadline = asyncio.get_running_loop().time() + self.wait_limit.total_seconds()
+        resumed: ResumedTurn | None = None
         while True:
             running = self._running.get((request.owner, request.key))
             if running is not None:
@@ -169,12 +176,12 @@ class IdempotencyService:
                 request.owner, request.key, request.fingerprint, now, now - self.stale_after
             )
             if record is None:
-                return self._start(request, start)
+                return self._start(request, start, resumed)
             self._same_body(request, record.fingerprint)
             if record.status == "done" and record.result is not None:
                 return replay(record)
             if record.abandoned:
-                kept = await self._answer_abandoned(record)
+                kept, resumed = await self._answer_abandoned(record)
                 if kept is not None:
                     return replay(kept)
                 await self.rows.release(request.owner, request.key)
@@ -190,21 +197,26 @@ class IdempotencyService:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _answer_abandoned(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
+    async def _answer_abandoned(
+        self, record: IdempotencyRecord
+    ) -> tuple[IdempotencyRecord | None, ResumedTurn | None]:
         """The outcome of an abandoned row's turn when it stored its reply (kept on the
-        row, now `done`); None when it stored none (the retry runs the turn again)."""
+        row, now `done`); else None and, when it stored its user message as the last of
+        its segment, that message for the retry to answer."""
         turn_id = (record.result or {}).get("turn_id")
         if self.records is None or not isinstance(turn_id, str):
-            return None
+            return None, None
         found = await self.records.find_turn(record.owner, turn_id)
-        if found is None or reply_of(found) is None:
-            return None
+        if found is None:
+            return None, None
+        if reply_of(found) is None:
+            return None, unanswered(found)
         start = StartEvent(found.key.name, found.session_id, found.turn_id)
         result = outcome([start, *ending_events(found)], [])
         if result is None:
-            return None
+            return None, None
         await self.rows.finish(record.owner, record.key, result)
-        return replace(record, status="done", result=result, abandoned=False)
+        return replace(record, status="done", result=result, abandoned=False), None
 
     def _same_body(self, request: IdempotentRequest, fingerprint: str) -> None:
         if fingerprint != request.fingerprint:
@@ -212,10 +224,15 @@ class IdempotencyService:
                 "this idempotency key was used with another request; use a new key"
             )
 
-    def _start(self, request: IdempotentRequest, start: Callable[[], TurnHandle]) -> TurnHandle:
+    def _start(
+        self,
+        request: IdempotentRequest,
+        start: Callable[[ResumedTurn | None], TurnHandle],
+        resumed: ResumedTurn | None,
+    ) -> TurnHandle:
         slot = (request.owner, request.key)
         try:
-            turn = start()
+            turn = start(resumed)
         except BaseException:
             self._spawn(self.rows.release(request.owner, request.key))
             raise
@@ -255,6 +272,14 @@ class IdempotencyService:
             return
         self._last_prune = now
         await self.rows.prune(now - self.retention)
+
+
+def unanswered(turn: StoredTurn) -> ResumedTurn | None:
+    """The dead turn's question, when the turn stored just that and nothing came after
+    it in its segment (the pipeline checks again under the key's lock)."""
+    if turn.superseded or [m.role for m in turn.messages] != [Role.USER]:
+        return None
+    return ResumedTurn(turn.turn_id, turn.session_id, turn.messages[0].seq)
 
 
 def outcome(events: list[TurnEvent], tool_calls: list[Any]) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import MutableMapping
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -345,7 +346,8 @@ class ChatSocket(SocketLink):
         if idempotent is None or self.engine.idempotency is None:
             return self.engine.turns.start_turn(inbound)
         return await self.engine.idempotency.run(
-            idempotent, lambda: self.engine.turns.start_turn(inbound)
+            idempotent,
+            lambda resumed: self.engine.turns.start_turn(replace(inbound, resumes=resumed)),
         )
 
     async def _relay(

@@ -25,6 +25,19 @@ class RecallRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ResumedTurn:
+    """A turn whose process died after it stored its user message and before any reply
+    (found through its idempotency row, service/idempotency.py): the retry of the same
+    request answers that message, under the same turn id, instead of storing it again."""
+
+    turn_id: str
+    session_id: str
+    #: The user message's seq: the retry answers it only while it is still the last
+    #: message of its segment (else it is stored again, as after any crash).
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
 class InboundTurn:
     #: The key's name; it lives in the caller's namespace (`Caller.key`).
     key: str
@@ -57,6 +70,8 @@ class InboundTurn:
     #: Hosted tool types (Responses API `web_search`) the client offered that the agent
     #: runs as its own tools (`[agents.<name>] hosted_tools`).
     hosted_tools: tuple[str, ...] = ()
+    #: This request's turn died after storing its user message: answer that one.
+    resumes: ResumedTurn | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ from sessiongate.core.events import (
 )
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.quotas import usage_tokens
-from sessiongate.core.segments import RecallFragment, Role, Segment
+from sessiongate.core.segments import RecallFragment, Role, RotationRecord, Segment
 from sessiongate.core.summary_prompt import parse_compact_command
 from sessiongate.errors import SessionGateError, TurnTimeout
 from sessiongate.models.base import ReplyModel
@@ -189,7 +189,8 @@ class TurnService:
         if inbound.recall is not None:
             recall = inbound.recall
             validate_recall(recall.query, recall.rationale, recall.limit, recall.scope)
-        handle = TurnHandle(self.sessions.ids.new())
+        resumed = inbound.resumes
+        handle = TurnHandle(resumed.turn_id if resumed is not None else self.sessions.ids.new())
         handle.reasoning_events = inbound.reasoning_events
         if self.journal is not None:
             self.journal.register(handle, inbound.caller.name, ref.name)
@@ -346,7 +347,18 @@ class TurnService:
                 ref, record, agent, segment, inbound.client, handle, now
             )
             record, segment = plan.record, plan.segment
-        if plan is None or plan.run_rotation_stage:
+        # A retry answering the question its dead turn stored: only while nothing came
+        # after it (an OpenAI client's list is reconciled as always instead).
+        resumed = inbound.resumes if plan is None else None
+        if resumed is not None and (resumed.session_id, resumed.seq) != (
+            segment.session_id,
+            segment.message_count,
+        ):
+            resumed = None
+        rotations: list[RotationRecord]
+        if resumed is not None:  # the question is stored: no rotation, nothing appended
+            rotations, content = [], inbound.content
+        elif plan is None or plan.run_rotation_stage:
             segment, rotations, content = await self.rotations.rotate(
                 ref, record, agent, segment, inbound.content, now
             )
@@ -402,11 +414,12 @@ class TurnService:
         )
         if injected:  # what the model is given of the user's memory, and why (§13)
             user_metadata["memory"] = [item.metadata() for item in injected]
-        if inbound.attachments and (plan is None or plan.append_user):
+        append_user = (plan is None or plan.append_user) and resumed is None
+        if inbound.attachments and append_user:
             user_metadata["attachments"] = await keep_attachments(
                 self.artifacts, ref.owner, ref.name, handle.turn_id, inbound.attachments
             )
-        if plan is None or plan.append_user:
+        if append_user:
             message = await sessions.append_message(
                 ref,
                 segment.session_id,
