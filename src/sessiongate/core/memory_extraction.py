@@ -25,13 +25,13 @@ update to the same text) change nothing.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sessiongate.core.control import content_words
+from sessiongate.core.json_answer import AnswerRefused, keyed_list
 
 #: The ops one answer may hold (noops included); an answer with more is refused.
 MAX_OPS = 12
@@ -52,7 +52,6 @@ SAME_FACT = 0.6
 Op = Literal["add", "update", "delete", "noop"]
 OPS: tuple[Op, ...] = ("add", "update", "delete", "noop")
 
-_FENCE = re.compile(r"\A```(?:json)?[ \t]*\n(.*)\n```\Z", re.DOTALL)
 _SPACE = re.compile(r"\s+")
 
 
@@ -188,23 +187,12 @@ def split_span(span: Sequence[SpanMessage], limit: int = MAX_SPAN_CHARS) -> list
 
 def parse_memory_answer(text: str, shown_ids: Iterable[str]) -> list[MemoryOp]:
     """The ops of a valid answer, or MalformedAnswer (and then nothing changes)."""
-    if len(text) > MAX_ANSWER_CHARS:
-        raise MalformedAnswer("the answer is too long")
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
     try:
-        value = json.loads(body, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        raise MalformedAnswer("the answer is not JSON") from None
-    if not isinstance(value, dict) or set(value) != {"memory"}:
-        raise MalformedAnswer('the answer is not an object with exactly the key "memory"')
-    items = value["memory"]
-    if not isinstance(items, list):
-        raise MalformedAnswer('"memory" is not a list')
-    if len(items) > MAX_OPS:
-        raise MalformedAnswer(f"more than {MAX_OPS} ops")
+        items = keyed_list(
+            text, "memory", max_chars=MAX_ANSWER_CHARS, max_entries=MAX_OPS, noun="ops"
+        )
+    except AnswerRefused as refused:
+        raise MalformedAnswer(refused.reason) from None
     known = frozenset(shown_ids)
     ops: list[MemoryOp] = []
     named: set[str] = set()
@@ -317,10 +305,6 @@ def _text(index: int, value: Any) -> str:
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
         raise MalformedAnswer(f"op {index}: control characters in text")
     return text
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _role(role: str) -> str:

@@ -13,12 +13,11 @@ added. A model that cannot follow the format is not trusted with the user's list
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from sessiongate.core.json_answer import AnswerRefused, keyed_list
 from sessiongate.core.tasks import validate_due, validate_title
 from sessiongate.errors import InvalidInput
 
@@ -28,8 +27,6 @@ MAX_EXTRACTED_TASKS = 10
 MAX_EXCHANGE_CHARS = 8000
 #: An answer longer than this is not a short JSON object: refused without reading on.
 MAX_ANSWER_CHARS = 20_000
-
-_FENCE = re.compile(r"\A```(?:json)?[ \t]*\n(.*)\n```\Z", re.DOTALL)
 
 
 class ExtractionRefused(ValueError):
@@ -80,23 +77,16 @@ def extraction_messages(user_text: str, reply_text: str, today: date) -> list[di
 def parse_extraction(text: str) -> list[ExtractedTask]:
     """The tasks in the answer (titles checked, repeats within it dropped), or
     ExtractionRefused."""
-    if len(text) > MAX_ANSWER_CHARS:
-        raise ExtractionRefused("the answer is too long")
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
     try:
-        value = json.loads(body, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        raise ExtractionRefused("the answer is not JSON") from None
-    if not isinstance(value, dict) or set(value) != {"tasks"}:
-        raise ExtractionRefused('the answer is not an object with exactly the key "tasks"')
-    items = value["tasks"]
-    if not isinstance(items, list):
-        raise ExtractionRefused('"tasks" is not a list')
-    if len(items) > MAX_EXTRACTED_TASKS:
-        raise ExtractionRefused(f"more than {MAX_EXTRACTED_TASKS} tasks")
+        items = keyed_list(
+            text,
+            "tasks",
+            max_chars=MAX_ANSWER_CHARS,
+            max_entries=MAX_EXTRACTED_TASKS,
+            noun="tasks",
+        )
+    except AnswerRefused as refused:
+        raise ExtractionRefused(refused.reason) from None
     found: list[ExtractedTask] = []
     seen: set[str] = set()
     for index, item in enumerate(items):
@@ -114,10 +104,6 @@ def _task(index: int, item: Any) -> ExtractedTask:
         return ExtractedTask(validate_title(item["title"]), validate_due(item.get("due")))
     except InvalidInput as exc:
         raise ExtractionRefused(f"task {index}: {exc.code}") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _clip(text: str) -> str:
