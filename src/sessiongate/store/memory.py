@@ -75,6 +75,15 @@ def forgotten(item: MemoryItem) -> Tombstone:
     return Tombstone(text_fingerprint(item.text), item.source, "forgotten")
 
 
+#: The tombstone columns both stores select, in the order `tombstone_from_row` reads.
+TOMBSTONE_COLUMNS = "text_hash, source_key, source_message_ids, reason"
+
+
+def tombstone_from_row(row: Row) -> Tombstone:
+    """A row of `TOMBSTONE_COLUMNS`."""
+    return Tombstone(row[0], source_from(row[1], None, row[2]), row[3])
+
+
 #: The item and every earlier version it superseded, by row id (both stores' SQL).
 CHAIN_SQL = """
 WITH RECURSIVE chain (id, memory_id) AS (
@@ -92,6 +101,29 @@ def source_from(key: Any, session_id: Any, message_ids: Any) -> MemorySource | N
         return None
     ids = json.loads(message_ids) if isinstance(message_ids, str) else (message_ids or [])
     return MemorySource(str(key), session_id, tuple(str(i) for i in ids))
+
+
+def item_values(item: MemoryItem, to_time: Callable[[datetime], Any]) -> tuple[Any, ...]:
+    """The item as the values of `ITEM_COLUMNS`, in order (what `item_from_row` reads
+    back); `to_time` writes the store's time."""
+    key, session_id, message_ids = source_columns(item.source)
+    invalid_at = None if item.invalid_at is None else to_time(item.invalid_at)
+    edited_at = None if item.edited_at is None else to_time(item.edited_at)
+    return (
+        item.memory_id,
+        item.user,
+        item.text,
+        item.scope,
+        item.pinned,
+        key,
+        session_id,
+        message_ids,
+        item.created_by,
+        to_time(item.created_at),
+        invalid_at,
+        item.superseded_by,
+        edited_at,
+    )
 
 
 def item_from_row(row: Row, to_time: Callable[[Any], datetime]) -> MemoryItem:

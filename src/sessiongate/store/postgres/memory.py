@@ -16,13 +16,15 @@ from sessiongate.store.base import Row
 from sessiongate.store.memory import (
     CHAIN_SQL,
     ITEM_COLUMNS,
+    TOMBSTONE_COLUMNS,
     MemoryChanged,
     MemoryLimitReached,
     Tombstone,
     forgotten,
     item_from_row,
+    item_values,
     source_columns,
-    source_from,
+    tombstone_from_row,
 )
 from sessiongate.store.notes import ChunkVectors, vector_bytes, vectors_from
 from sessiongate.store.postgres.rows import utc
@@ -209,12 +211,12 @@ class PostgresMemoryStore:
 
     async def tombstones(self, owner: str, text_hash: str) -> list[Tombstone]:
         rows = await self._store.pool.fetch(
-            "SELECT text_hash, source_key, source_message_ids, reason FROM memory_tombstones"
+            f"SELECT {TOMBSTONE_COLUMNS} FROM memory_tombstones"
             " WHERE owner = $1 AND text_hash = $2 ORDER BY id",
             owner,
             text_hash,
         )
-        return [Tombstone(r[0], source_from(r[1], None, r[2]), r[3]) for r in rows]
+        return [tombstone_from_row(r) for r in rows]
 
     async def keyword_items(self, owner: str, words: Sequence[str], limit: int) -> list[int]:
         if not words:
@@ -259,23 +261,7 @@ async def _check_count(db: Connection, owner: str, adding: int, max_items: int) 
 async def _insert(
     db: Connection, item: MemoryItem, vector: Vectors | None, embedder: str | None
 ) -> None:
-    key, session_id, message_ids = source_columns(item.source)
-    row_id = await db.fetchval(
-        _INSERT,
-        item.memory_id,
-        item.user,
-        item.text,
-        item.scope,
-        item.pinned,
-        key,
-        session_id,
-        message_ids,
-        item.created_by,
-        utc(item.created_at),
-        _time(item.invalid_at),
-        item.superseded_by,
-        _time(item.edited_at),
-    )
+    row_id = await db.fetchval(_INSERT, *item_values(item, utc))
     if vector is not None and embedder is not None:
         await db.execute(
             "INSERT INTO memory_vectors (item_id, owner, embedder, embedding)"

@@ -20,13 +20,15 @@ from sessiongate.store.base import Row
 from sessiongate.store.memory import (
     CHAIN_SQL,
     ITEM_COLUMNS,
+    TOMBSTONE_COLUMNS,
     MemoryChanged,
     MemoryLimitReached,
     Tombstone,
     forgotten,
     item_from_row,
+    item_values,
     source_columns,
-    source_from,
+    tombstone_from_row,
 )
 from sessiongate.store.notes import ChunkVectors, vector_bytes, vectors_from
 from sessiongate.store.sqlite.notes import fts_match
@@ -187,11 +189,11 @@ class SQLiteMemoryStore:
 
     async def tombstones(self, owner: str, text_hash: str) -> list[Tombstone]:
         rows = self._conn.execute(
-            "SELECT text_hash, source_key, source_message_ids, reason FROM memory_tombstones"
+            f"SELECT {TOMBSTONE_COLUMNS} FROM memory_tombstones"
             " WHERE owner = ? AND text_hash = ? ORDER BY id",
             (owner, text_hash),
         ).fetchall()
-        return [Tombstone(r[0], source_from(r[1], None, r[2]), r[3]) for r in rows]
+        return [tombstone_from_row(r) for r in rows]
 
     async def keyword_items(self, owner: str, words: Sequence[str], limit: int) -> list[int]:
         if not words:
@@ -238,25 +240,7 @@ def _check_count(db: sqlite3.Connection, owner: str, adding: int, max_items: int
 def _insert(
     db: sqlite3.Connection, item: MemoryItem, vector: Vectors | None, embedder: str | None
 ) -> None:
-    key, session_id, message_ids = source_columns(item.source)
-    cursor = db.execute(
-        _INSERT,
-        (
-            item.memory_id,
-            item.user,
-            item.text,
-            item.scope,
-            int(item.pinned),
-            key,
-            session_id,
-            message_ids,
-            item.created_by,
-            to_micros(item.created_at),
-            _micros(item.invalid_at),
-            item.superseded_by,
-            _micros(item.edited_at),
-        ),
-    )
+    cursor = db.execute(_INSERT, item_values(item, to_micros))
     if vector is not None and embedder is not None:
         db.execute(
             "INSERT INTO memory_vectors (item_id, owner, embedder, embedding) VALUES (?, ?, ?, ?)",
