@@ -34,12 +34,22 @@ async def begin_turn(
     """Start a turn and wait for its first event, so a failure before the stream begins
     becomes an ordinary error status instead of a 200 with an error event. With an
     idempotency key, the turn that key already started is joined or replayed instead."""
-    inbound = await engine.turns.admit(inbound)  # an agent the caller may not run: 403
     if idempotent is not None and engine.idempotency is not None:
+        # Counted against the quotas only when the turn starts here: a replay or a join
+        # of the turn this key started runs nothing.
+        inbound = await engine.turns.admit(inbound, count=False)  # not allowed: 403
+
+        async def count() -> None:
+            nonlocal inbound
+            inbound = await engine.turns.admit(inbound)  # over a quota: 429
+
         handle = await engine.idempotency.run(
-            idempotent, lambda resumed: engine.turns.start_turn(replace(inbound, resumes=resumed))
+            idempotent,
+            lambda resumed: engine.turns.start_turn(replace(inbound, resumes=resumed)),
+            count,
         )
     else:
+        inbound = await engine.turns.admit(inbound)  # an agent the caller may not run: 403
         handle = engine.turns.start_turn(inbound)  # bad input raises here, as a 4xx
     events = handle.events()
     first = await anext(events)

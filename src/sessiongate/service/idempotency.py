@@ -9,6 +9,8 @@
   `running` row and waits (polling, bounded by `wait_limit`) for the outcome; a `running`
   row older than `stale_after` (its process died) is taken over and the turn runs again.
 - The same key with another request body is refused (`idempotency_key_reused`, 422).
+- A replay or a join is not counted against the caller's quotas: the request is counted
+  (`admit`) only when its turn starts here, after the key is claimed.
 - A turn that ended before its `start` event (nothing stored) releases the key: a retry
   runs for real.
 - A `running` row whose process died (PostgreSQL: its liveness lock is gone) is not waited
@@ -27,7 +29,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -159,10 +161,16 @@ class IdempotencyService:
         self._last_prune: datetime | None = None
 
     async def run(
-        self, request: IdempotentRequest, start: Callable[[ResumedTurn | None], TurnHandle]
+        self,
+        request: IdempotentRequest,
+        start: Callable[[ResumedTurn | None], TurnHandle],
+        admit: Callable[[], Awaitable[None]] | None = None,
     ) -> TurnHandle:
         """A handle on the request's turn: started now, joined, or replayed. `start`
-        starts it, answering the question a dead turn of this request stored if given."""
+        starts it, answering the question a dead turn of this request stored if given.
+        `admit` (the quotas) runs only when the turn is to start here, once the key is
+        claimed and before anything else is stored: a replay or a join costs nothing; a
+        refusal releases the key and is raised."""
         deadline = asyncio.get_running_loop().time() + self.wait_limit.total_seconds()
         resumed: ResumedTurn | None = None
         while True:
@@ -176,6 +184,12 @@ class IdempotencyService:
                 request.owner, request.key, request.fingerprint, now, now - self.stale_after
             )
             if record is None:
+                if admit is not None:
+                    try:
+                        await admit()
+                    except BaseException:
+                        await self.rows.release(request.owner, request.key)
+                        raise
                 return self._start(request, start, resumed)
             self._same_body(request, record.fingerprint)
             if record.status == "done" and record.result is not None:

@@ -99,9 +99,15 @@ class SocketLink:
         async with self._send_lock:  # the reader's error frames and a turn's frames
             await self.ws.send_text(orjson.dumps(frame).decode())
 
-    async def _error(self, code: str, message: str, frame_number: int | None = None) -> None:
+    async def _error(
+        self,
+        code: str,
+        message: str,
+        frame_number: int | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         with contextlib.suppress(RuntimeError):
-            await self._send(error_frame(code, message, frame_number))
+            await self._send(error_frame(code, message, frame_number, retry_after))
 
 
 class SocketServices:

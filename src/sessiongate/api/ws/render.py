@@ -85,7 +85,11 @@ def render(event: TurnEvent, key: str) -> dict[str, Any] | None:
             assert_never(event)
 
 
-def error_frame(code: str, message: str, frame_number: int | None = None) -> dict[str, Any]:
+def error_frame(
+    code: str, message: str, frame_number: int | None = None, retry_after: int | None = None
+) -> dict[str, Any]:
+    """An error frame; `retry_after`: the seconds a refusal over a quota asks the client to
+    wait (the HTTP answer's `Retry-After`)."""
     frame: dict[str, Any] = {
         "type": "error",
         "code": code,
@@ -95,6 +99,8 @@ def error_frame(code: str, message: str, frame_number: int | None = None) -> dic
     }
     if frame_number is not None:
         frame["frame"] = frame_number  # which client frame this answers, counted from 1
+    if retry_after is not None:
+        frame["retry_after"] = retry_after
     return frame
 
 

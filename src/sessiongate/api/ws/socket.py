@@ -50,6 +50,7 @@ from sessiongate.api.ws.resume import MAX_RESUMES, is_resume, open_resume
 from sessiongate.core.content import validate_content
 from sessiongate.core.events import StartEvent
 from sessiongate.core.keys import SEED_ENDPOINTS, KeyRef
+from sessiongate.core.quotas import QuotaExceeded
 from sessiongate.core.users import User
 from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine
@@ -324,7 +325,8 @@ class ChatSocket(SocketLink):
             await self._watch(user, key)
             handle = await self._start(inbound, user.name, data.get("client_message_id"))
         except SessionGateError as exc:
-            await self._error(exc.code, exc.message, frame_number)
+            wait = exc.retry_after if isinstance(exc, QuotaExceeded) else None
+            await self._error(exc.code, exc.message, frame_number, wait)
             return
         if isinstance(handle, RepeatedTurn):  # a retried frame: its turn was broadcast
             relay: TurnRelay = _QuietRelay(self.hub, ref.storage_id, self)
@@ -339,15 +341,22 @@ class ChatSocket(SocketLink):
         await asyncio.shield(task)
 
     async def _start(self, inbound: InboundTurn, owner: str, message_id: object) -> TurnHandle:
-        """The frame's turn; with a `client_message_id`, run once (service/idempotency.py)."""
-        inbound = await self.engine.turns.admit(inbound)
+        """The frame's turn; with a `client_message_id`, run once (service/idempotency.py),
+        counted against the quotas only when it runs here (a replay or a join is free)."""
+        inbound = await self.engine.turns.admit(inbound, count=False)
         fields = {"key": inbound.key, "agent": inbound.agent, "content": inbound.content}
         idempotent = idempotent_request(owner, None, message_id, f"ws:{self.endpoint}", fields)
         if idempotent is None or self.engine.idempotency is None:
-            return self.engine.turns.start_turn(inbound)
+            return self.engine.turns.start_turn(await self.engine.turns.admit(inbound))
+
+        async def count() -> None:
+            nonlocal inbound
+            inbound = await self.engine.turns.admit(inbound)
+
         return await self.engine.idempotency.run(
             idempotent,
             lambda resumed: self.engine.turns.start_turn(replace(inbound, resumes=resumed)),
+            count,
         )
 
     async def _relay(

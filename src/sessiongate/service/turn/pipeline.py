@@ -229,18 +229,20 @@ class TurnService:
             return self.agent(name)
         return await self.access.check(caller, name)
 
-    async def admit(self, inbound: InboundTurn) -> InboundTurn:
+    async def admit(self, inbound: InboundTurn, *, count: bool = True) -> InboundTurn:
         """The turn with its agent chosen and found usable by its caller; raises
         AgentNotAllowed before anything is queued or written. A delegated turn (an
         `agent__<name>` tool the operator offered) is admitted by its parent. The
         request is counted against the caller's quotas here too (service/quotas.py):
-        QuotaExceeded (429) before anything is queued or written."""
+        QuotaExceeded (429) before anything is queued or written. `count=False` leaves
+        the quotas for later: a request with an idempotency key is counted only once it
+        is known to run a turn of its own (a replayed or joined one runs nothing)."""
         if inbound.depth > 0:
             return inbound
         if not inbound.admitted and self.access is not None:
             agent = await self.access.check(inbound.caller, inbound.agent)
             inbound = replace(inbound, agent=agent.name, admitted=True)
-        if self.quotas is not None and not inbound.counted:
+        if count and self.quotas is not None and not inbound.counted:
             await self.quotas.admit(inbound.caller)  # over quota: 429, nothing stored
             inbound = replace(inbound, counted=True)
         return inbound
@@ -402,7 +404,8 @@ class TurnService:
                 scope=validate_scope(inbound.recall.scope),
                 exclude_session_ids=thread_segment_ids(segment),
             )
-        fragments = [*await self.carry_over.fragments(agent, segment, rotations), *fragments]
+        carried = await self.carry_over.fragments(agent, segment, rotations, handle.emit)
+        fragments = [*carried, *fragments]
         user_metadata = user_message_metadata(
             inbound, handle.turn_id, agent.name, rotations, fragments, verdict, plan
         )
