@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import sqlite3
 import tracemalloc
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +33,13 @@ from sessiongate.service.user_erasure import user_erasure
 from sessiongate.store.artifact_bytes import CHUNK_BYTES, DATABASE_PREFIX
 from tests.conftest import BACKENDS, START
 from tests.support.helpers import ScriptedModel
-from tests.support.pg import _drop as drop_database
-from tests.support.pg import server_url, with_database
+from tests.support.pg import fresh_database_sync
 from tests.support.served import (
-    CLI,
     Served,
-    add_user,
-    free_port,
     relay_model,
-    serve_process,
     served_gateway,
-    wait_healthy,
 )
+from tests.support.served_cluster import served_cluster
 
 MB = 1024 * 1024
 BIG = 50 * MB
@@ -194,31 +187,9 @@ async def test_erasing_a_user_erases_their_chunks_only(db_engine: Engine) -> Non
 # --- served ------------------------------------------------------------------------------
 
 
-@contextmanager
-def database() -> Iterator[str]:
-    server = server_url()
-    name = f"sg_test_chunks_{uuid.uuid4().hex[:12]}"
-
-    async def create() -> None:
-        admin = await asyncpg.connect(server)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-
-    asyncio.run(create())
-    try:
-        yield with_database(server, name)
-    finally:
-        asyncio.run(drop_database(server, name))
-
-
-def _settings_text(directory: Path, url: str | None) -> str:
+def _settings_text(directory: Path) -> str:
     text = relay_model(directory, "relay") + '[agents.defaults]\nmodel = "relay"\n'
-    text += '[artifacts]\nstore = "database"\n[limits]\nmax_artifact_bytes = 67108864\n'
-    if url is not None:
-        text += f"[database]\nurl = {json.dumps(url)}\npool_size = 4\n"
-    return text
+    return text + '[artifacts]\nstore = "database"\n[limits]\nmax_artifact_bytes = 67108864\n'
 
 
 def _peak_rss(served: Served) -> int:
@@ -260,31 +231,11 @@ def _download(served: Served, user: str, artifact_id: str) -> tuple[int, str, ht
 
 @pytest.mark.postgres
 def test_an_upload_to_one_gateway_is_read_from_another_and_erased(tmp_path: Path) -> None:
-    with database() as url, ExitStack() as stack:
-        gateways: list[Served] = []
-        keys: dict[str, str] = {}
-        for n in range(2):
-            directory = tmp_path / f"gw{n}"
-            directory.mkdir()
-            port = free_port()
-            config = directory / "sg.toml"
-            config.write_text(
-                f"data_dir = {json.dumps(str(directory / 'data'))}\n"
-                + _settings_text(directory, url)
-                + f'[server]\nport = {port}\n[lifecycle]\ntimezone = "UTC"\n',
-                encoding="utf-8",
-            )
-            if n == 0:
-                keys = {
-                    "alice": add_user(config, "alice"),
-                    "bob": add_user(config, "bob"),
-                    "root": add_user(config, "root", "--admin"),
-                }
-            log = directory / "serve.log"
-            proc = stack.enter_context(serve_process([*CLI, "serve", "--config", str(config)], log))
-            gateways.append(Served(f"http://127.0.0.1:{port}", config, log, proc, keys))
-        for served in gateways:
-            wait_healthy(served)
+    users: dict[str, tuple[str, ...]] = {"alice": (), "bob": (), "root": ("--admin",)}
+    with (
+        fresh_database_sync() as url,
+        served_cluster(tmp_path, _settings_text(tmp_path), users, database_url=url) as gateways,
+    ):
         one, two = gateways
         before = [_peak_rss(g) for g in gateways]
         uploaded = _upload(one, "alice", BIG, key="films")
@@ -335,7 +286,7 @@ def test_an_upload_to_one_gateway_is_read_from_another_and_erased(tmp_path: Path
 
 def test_a_served_sqlite_gateway_keeps_uploads_in_its_database(tmp_path: Path) -> None:
     users: dict[str, tuple[str, ...]] = {"alice": (), "root": ("--admin",)}
-    with served_gateway(tmp_path, _settings_text(tmp_path, None), users) as served:
+    with served_gateway(tmp_path, _settings_text(tmp_path), users) as served:
         uploaded = _upload(served, "alice", 3 * CHUNK_BYTES + 17, key="notes")
         size, digest, _ = _download(served, "alice", uploaded["artifact_id"])
         assert (size, digest) == (3 * CHUNK_BYTES + 17, expected_digest(3 * CHUNK_BYTES + 17))

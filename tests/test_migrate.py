@@ -10,7 +10,6 @@ import asyncio
 import json
 import sqlite3
 import subprocess
-import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -23,9 +22,9 @@ from typer.testing import CliRunner
 
 from sessiongate.cli.main import app
 from sessiongate.service.migrate import ChecksumMismatch, migrate
-from tests.support import pg
 from tests.support.gateway import gateway_settings, run_sync, running_gateway
 from tests.support.helpers import ScriptedModel
+from tests.support.pg import fresh_database_sync
 from tests.support.served import CLI, Served, free_port, relay_model, serve_process, wait_healthy
 
 pytestmark = pytest.mark.postgres  # every test here migrates into the test server
@@ -62,27 +61,6 @@ class Filled:
     keys: dict[str, str]
     #: (user, key) → the key's export as the SQLite gateway gave it
     exports: dict[tuple[str, str], str]
-
-
-@contextmanager
-def empty_postgres() -> Iterator[str]:
-    """A fresh database's URL (tests/support/pg.py's, made and dropped outside any event
-    loop the test runs); dropped afterwards."""
-    server = pg.server_url()
-    name = f"sg_test_{uuid.uuid4().hex[:16]}"
-
-    async def create() -> None:
-        admin = await asyncpg.connect(server)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-
-    asyncio.run(create())
-    try:
-        yield pg.with_database(server, name)
-    finally:
-        asyncio.run(pg._drop(server, name))
 
 
 def turn(client: httpx.Client, key: str, text: str, **headers: str) -> None:
@@ -189,7 +167,7 @@ def config_for(data: Path) -> Path:
 
 
 def test_migrate_copies_every_table_and_verifies_it(filled: Filled) -> None:
-    with empty_postgres() as url:
+    with fresh_database_sync() as url:
         result = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
         assert result.exit_code == 0, result.output
         lines = result.stdout.splitlines()
@@ -225,7 +203,7 @@ def test_migrate_copies_every_table_and_verifies_it(filled: Filled) -> None:
 
 
 def test_a_target_that_is_not_empty_is_refused(filled: Filled) -> None:
-    with empty_postgres() as url:
+    with fresh_database_sync() as url:
         # The configured database itself (no --from): the gateway's file, `late` included.
         config = str(config_for(filled.data_dir))
         first = CliRunner().invoke(app, ["migrate", "--to", url, "--config", config])
@@ -254,7 +232,7 @@ def test_a_copy_that_differs_is_not_committed(
             (value + "!") if kind == "text" and value == "second" else real(kind, value)
         ),
     )
-    with empty_postgres() as url:
+    with fresh_database_sync() as url:
         with pytest.raises(ChecksumMismatch, match="messages"):
             asyncio.run(migrate(filled.database, url))
 
@@ -269,7 +247,7 @@ def test_a_copy_that_differs_is_not_committed(
 
 
 def test_two_gateways_serve_the_migrated_database(filled: Filled, tmp_path: Path) -> None:
-    with empty_postgres() as url:
+    with fresh_database_sync() as url:
         result = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
         assert result.exit_code == 0, result.output
         with (
@@ -326,7 +304,7 @@ def test_a_terminal_gets_a_progress_bar(filled: Filled, monkeypatch: pytest.Monk
     screen = io.StringIO()
     monkeypatch.setattr(command, "console", Console(file=io.StringIO(), force_terminal=True))
     monkeypatch.setattr(command, "errors", Console(file=screen, force_terminal=True, width=100))
-    with empty_postgres() as url:
+    with fresh_database_sync() as url:
         result = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(filled.database)])
         assert result.exit_code == 0, result.output
     drawn = screen.getvalue()
@@ -363,7 +341,7 @@ def test_a_table_a_new_migration_adds_is_copied_too(
         return known
 
     monkeypatch.setattr(migrations, "load_migrations", with_extra)
-    with empty_postgres() as url:
+    with fresh_database_sync() as url:
         report = asyncio.run(migrate(source, url))
         extra = next(t for t in report.tables if t.name == "extra")
         assert extra.source_rows == extra.target_rows == 2 and extra.matches
@@ -391,7 +369,7 @@ def test_a_table_postgresql_lacks_or_an_older_source_is_refused(
             "DELETE FROM schema_migrations"
             " WHERE version = (SELECT max(version) FROM schema_migrations)"
         )
-    with empty_postgres() as url:
+    with fresh_database_sync() as url:
         lacking = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(mystery)])
         assert lacking.exit_code == 1 and "mystery" in lacking.stderr
         behind = CliRunner().invoke(app, ["migrate", "--to", url, "--from", str(older)])

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -45,19 +44,18 @@ from tests.support.example_stubs import last_text, text_of
 from tests.support.helpers import ScriptedModel
 from tests.support.hook_receiver import Receiver
 from tests.support.openai_wire_server import WireAnswer, openai_wire_server
-from tests.support.pg import _drop as drop_database
-from tests.support.pg import fresh_database, server_url, with_database
+from tests.support.pg import fresh_database, fresh_database_sync
 from tests.support.served import (
     CLI,
     ROOT,
     Served,
-    add_user,
     free_port,
     relay_model,
     serve_process,
     served_gateway,
     wait_healthy,
 )
+from tests.support.served_cluster import served_cluster
 
 pytestmark = pytest.mark.postgres
 
@@ -105,47 +103,19 @@ class Cluster:
         return sum(json.loads(line) == content for line in lines)
 
 
-def gateway_config(directory: Path, database_url: str, port: int, hook_url: str) -> Path:
-    """One gateway's configuration: its own data_dir and port, the shared database, the
-    same model, hook and retention settings as every other gateway."""
-    directory.mkdir(parents=True, exist_ok=True)
-    relay = directory.parent / "relay.py"
-    calls = directory.parent / "calls.jsonl"
+def gateway_config(directory: Path, hook_url: str) -> str:
+    """What every gateway of a cluster under `directory` serves: the one relay model (its
+    calls counted in `directory/calls.jsonl`), the hook and the retention settings."""
+    relay = directory / "relay.py"
+    calls = directory / "calls.jsonl"
     command = json.dumps([sys.executable, str(relay), str(calls)])
-    config = directory / "sg.toml"
-    config.write_text(
-        f"data_dir = {json.dumps(str(directory / 'data'))}\n"
-        f"[server]\nport = {port}\n"
-        f"[database]\nurl = {json.dumps(database_url)}\npool_size = 4\n"
-        '[lifecycle]\ntimezone = "UTC"\n'
+    return (
         f'[models.relay]\nprovider = "command"\ncommand = {command}\n'
         '[agents.defaults]\nmodel = "relay"\n'
         '[retention]\nidle_after = "30d"\naction = "archive"\ninterval = "1s"\n'
         f'[[hooks]]\nname = "audit"\nurl = {json.dumps(hook_url)}\nsecret = "{SECRET}"\n'
-        'events = ["turn.completed", "session.rotated"]\nbackoff = "1s"\n',
-        encoding="utf-8",
+        'events = ["turn.completed", "session.rotated"]\nbackoff = "1s"\n'
     )
-    return config
-
-
-@contextmanager
-def database() -> Iterator[str]:
-    """`fresh_database`'s empty database, for a module-scoped (synchronous) fixture."""
-    server = server_url()
-    name = f"sg_test_multi_{uuid.uuid4().hex[:12]}"
-
-    async def create() -> None:
-        admin = await asyncpg.connect(server)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-
-    asyncio.run(create())
-    try:
-        yield with_database(server, name)
-    finally:
-        asyncio.run(drop_database(server, name))
 
 
 @contextmanager
@@ -153,28 +123,16 @@ def cluster(directory: Path, count: int) -> Iterator[Cluster]:
     (directory / "relay.py").write_text(RELAY, encoding="utf-8")
     receiver = Receiver(SECRET.encode()).start()
     try:
-        with database() as database_url, ExitStack() as stack:
-            ports: list[int] = []
-            while len(ports) < count:
-                port = free_port()
-                if port not in ports:
-                    ports.append(port)
-            configs = [
-                gateway_config(directory / f"gw{n}", database_url, port, receiver.url)
-                for n, port in enumerate(ports)
-            ]
-            # Users are made once, on the first gateway's configuration: the database holds
-            # them for every gateway.
-            keys = {name: add_user(configs[0], name) for name in ("alice", "bob")}
-            gateways = []
-            for config, port in zip(configs, ports, strict=True):
-                log = config.parent / "serve.log"
-                proc = stack.enter_context(
-                    serve_process([*CLI, "serve", "--config", str(config)], log)
-                )
-                gateways.append(Served(f"http://127.0.0.1:{port}", config, log, proc, keys))
-            for served in gateways:
-                wait_healthy(served)
+        with (
+            fresh_database_sync() as database_url,
+            served_cluster(
+                directory,
+                gateway_config(directory, receiver.url),
+                {"alice": (), "bob": ()},
+                count,
+                database_url,
+            ) as gateways,
+        ):
             yield Cluster(database_url, gateways, receiver, directory / "calls.jsonl")
     finally:
         receiver.stop()
@@ -606,7 +564,7 @@ def test_the_two_gateways_example_serves_one_conversation_through_both(tmp_path:
     def respond(body: dict[str, Any]) -> WireAnswer:
         return WireAnswer(text=f"reply to: {last_text(body)}")
 
-    with database() as database_url, openai_wire_server(respond) as model:
+    with fresh_database_sync() as database_url, openai_wire_server(respond) as model:
         base = {k: v for k, v in os.environ.items() if not k.startswith("SESSIONGATE_")}
         base.update(
             {

@@ -14,9 +14,7 @@ import asyncio
 import json
 import sqlite3
 import time
-import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -39,18 +37,13 @@ from sessiongate.core.quotas import (
     with_changes,
 )
 from sessiongate.errors import InvalidInput
-from tests.support.pg import _drop as drop_database
-from tests.support.pg import server_url, with_database
+from tests.support.pg import fresh_database_sync
 from tests.support.served import (
-    CLI,
     Served,
-    add_user,
-    free_port,
     relay_model,
-    serve_process,
     served_gateway,
-    wait_healthy,
 )
+from tests.support.served_cluster import served_cluster
 
 # --- the pure rules ----------------------------------------------------------------------
 
@@ -145,30 +138,10 @@ def gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Se
             yield g, "sqlite"
         return
     with (
-        database() as url,
+        fresh_database_sync() as url,
         served_gateway(tmp_path, _config(tmp_path, url, "requests_per_minute = 2"), users) as g,
     ):
         yield g, url
-
-
-@contextmanager
-def database() -> Iterator[str]:
-    """An empty PostgreSQL database of its own for a synchronous test; dropped after."""
-    server = server_url()
-    name = f"sg_test_quota_{uuid.uuid4().hex[:12]}"
-
-    async def create() -> None:
-        admin = await asyncpg.connect(server)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-
-    asyncio.run(create())
-    try:
-        yield with_database(server, name)
-    finally:
-        asyncio.run(drop_database(server, name))
 
 
 def _rows(where: str, sql: str, *args: object) -> list[tuple[Any, ...]]:
@@ -326,27 +299,11 @@ def test_an_admin_sets_and_clears_a_users_own_quotas(gateway: tuple[Served, str]
 @pytest.mark.postgres
 def test_two_gateways_on_one_postgresql_admit_exactly_the_quota(tmp_path: Path) -> None:
     quota = 15
-    with database() as url, ExitStack() as stack:
-        gateways: list[Served] = []
-        key = ""
-        for n in range(2):
-            directory = tmp_path / f"gw{n}"
-            directory.mkdir()
-            port = free_port()
-            config = directory / "sg.toml"
-            config.write_text(
-                f"data_dir = {json.dumps(str(directory / 'data'))}\n"
-                + _config(directory, url, f"requests_per_minute = {quota}")
-                + f'[server]\nport = {port}\n[lifecycle]\ntimezone = "UTC"\n',
-                encoding="utf-8",
-            )
-            if n == 0:
-                key = add_user(config, "alice")
-            log = directory / "serve.log"
-            proc = stack.enter_context(serve_process([*CLI, "serve", "--config", str(config)], log))
-            gateways.append(Served(f"http://127.0.0.1:{port}", config, log, proc, {"alice": key}))
-        for served in gateways:
-            wait_healthy(served)
+    config = _config(tmp_path, None, f"requests_per_minute = {quota}")
+    with (
+        fresh_database_sync() as url,
+        served_cluster(tmp_path, config, {"alice": ()}, database_url=url) as gateways,
+    ):
         _fresh_minute(25)
 
         async def fire() -> list[int]:

@@ -44,7 +44,7 @@ def gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Served]]
         f'[models.relay]\nprovider = "command"\ncommand = {command}\n'
         '[agents.defaults]\nmodel = "relay"\n'
     )
-    with served_cluster(directory, config, ("alice", "bob")) as found:
+    with served_cluster(directory, config, {"alice": (), "bob": ()}) as found:
         yield found
 
 

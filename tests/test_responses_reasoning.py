@@ -9,14 +9,11 @@ types define them), kept with the turn, never sent back to a chat-completions up
 
 from __future__ import annotations
 
-import asyncio
 import json
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import asyncpg
 import httpx
 import openai
 import pytest
@@ -25,7 +22,7 @@ from pydantic import TypeAdapter
 
 from tests.support.gateway import parse_sse
 from tests.support.openai_wire_server import WireAnswer, WireServer, openai_wire_server
-from tests.support.pg import _drop, server_url, with_database
+from tests.support.pg import fresh_database_sync
 from tests.support.served import Served, served_gateway
 from tests.support.served_fake_model import fake_model_config
 
@@ -41,25 +38,6 @@ def _answer(body: dict[str, Any]) -> WireAnswer:
     if last == "ponder":  # Ollama's field name
         return WireAnswer("pondered", reasoning=("Hmm.",), reasoning_field="reasoning")
     return WireAnswer(f"heard: {last}")
-
-
-@contextmanager
-def _database() -> Iterator[str]:
-    server = server_url()
-    name = f"sg_test_reasoning_{uuid.uuid4().hex[:12]}"
-
-    async def create() -> None:
-        admin = await asyncpg.connect(server)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-
-    asyncio.run(create())
-    try:
-        yield with_database(server, name)
-    finally:
-        asyncio.run(_drop(server, name))
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -78,7 +56,7 @@ def _store_section(backend: str) -> Iterator[str]:
     if backend == "sqlite":
         yield ""
         return
-    with _database() as url:
+    with fresh_database_sync() as url:
         yield f"[database]\nurl = {json.dumps(url)}\n"
 
 

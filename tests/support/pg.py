@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -40,15 +40,32 @@ async def fresh_database() -> AsyncIterator[str]:
     URL."""
     url = server_url()
     name = f"{_PREFIX}{uuid.uuid4().hex[:16]}"
+    await _create(url, name)
+    try:
+        yield with_database(url, name)
+    finally:
+        await _drop(url, name)
+
+
+@contextmanager
+def fresh_database_sync() -> Iterator[str]:
+    """`fresh_database` for a synchronous test or fixture (such as one serving
+    `sessiongate serve` subprocesses): made and dropped outside any event loop."""
+    url = server_url()
+    name = f"{_PREFIX}{uuid.uuid4().hex[:16]}"
+    asyncio.run(_create(url, name))
+    try:
+        yield with_database(url, name)
+    finally:
+        asyncio.run(_drop(url, name))
+
+
+async def _create(url: str, name: str) -> None:
     admin = await asyncpg.connect(url)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    try:
-        yield with_database(url, name)
-    finally:
-        await _drop(url, name)
 
 
 async def _drop(url: str, name: str) -> None:

@@ -1,48 +1,36 @@
-"""Several `sessiongate serve` processes on one fresh PostgreSQL database (each its own
-port and data_dir), for tests of what must reach another process through the database.
-The users are made once, with the first gateway's configuration."""
+"""Several `sessiongate serve` processes on one PostgreSQL database (each its own port and
+data_dir), for tests of what must reach another process through the database. The users
+are made once, with the first gateway's configuration.
+
+The one place such a cluster is started: each test file says only what its gateways
+serve."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-import asyncpg
-
-from tests.support.pg import _drop, server_url, with_database
+from tests.support.pg import fresh_database_sync
 from tests.support.served import CLI, Served, add_user, free_port, serve_process, wait_healthy
 
 
 @contextmanager
-def fresh_database_sync(prefix: str = "sg_test_cluster_") -> Iterator[str]:
-    """An empty database of its own for a synchronous test (dropped afterwards)."""
-    server = server_url()
-    name = f"{prefix}{uuid.uuid4().hex[:12]}"
-
-    async def create() -> None:
-        admin = await asyncpg.connect(server)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-
-    asyncio.run(create())
-    try:
-        yield with_database(server, name)
-    finally:
-        asyncio.run(_drop(server, name))
-
-
-@contextmanager
 def served_cluster(
-    directory: Path, config_text: str, users: tuple[str, ...], count: int = 2
+    directory: Path,
+    config_text: str,
+    users: Mapping[str, tuple[str, ...]],
+    count: int = 2,
+    database_url: str | None = None,
 ) -> Iterator[list[Served]]:
-    """`count` gateways serving `config_text` on one fresh database."""
-    with fresh_database_sync() as database_url, ExitStack() as stack:
+    """`count` gateways serving `config_text` (data_dir, port, database and timezone are
+    added; the gateways' homes are `directory/gw<n>`) after creating `users` (name → CLI
+    flags such as `--admin`) with the CLI. On `database_url` when given (a test that reads
+    the database itself), else on a fresh database dropped afterwards."""
+    with ExitStack() as stack:
+        if database_url is None:
+            database_url = stack.enter_context(fresh_database_sync())
         ports: list[int] = []
         while len(ports) < count:
             port = free_port()
@@ -62,7 +50,7 @@ def served_cluster(
                 encoding="utf-8",
             )
             configs.append(config)
-        keys = {name: add_user(configs[0], name) for name in users}
+        keys = {name: add_user(configs[0], name, *flags) for name, flags in users.items()}
         gateways = []
         for config, port in zip(configs, ports, strict=True):
             log = config.parent / "serve.log"
