@@ -81,25 +81,30 @@ def reply_model_names(
     return [override or agent.reply_model, *agent.fallback_models]
 
 
+def _agent_turn(paths: ReplyPaths, turn: ReplyTurn) -> AgentTurn:
+    """The turn as the agent runtime runs it (with tools, or hosted tools)."""
+    return AgentTurn(
+        ref=turn.ref,
+        session_id=turn.session_id,
+        agent=turn.agent,
+        handle=turn.handle,
+        context=turn.context,
+        model_names=turn.model_names,
+        caller=turn.inbound.caller,
+        content=turn.content,
+        depth=turn.inbound.depth,
+        max_reply_chars=paths.max_reply_chars,
+        append=turn.append,
+    )
+
+
 async def produce_reply(paths: ReplyPaths, turn: ReplyTurn) -> None:
     """Run the one reply kind that fits the turn (the module docstring gives the order)."""
     handle, agent = turn.handle, turn.agent
     client_options = None if turn.inbound.client is None else turn.inbound.client.options
     if client_options is not None and turn.inbound.hosted_tools and paths.runtime is not None:
         await paths.runtime.run_hosted(
-            AgentTurn(
-                ref=turn.ref,
-                session_id=turn.session_id,
-                agent=agent,
-                handle=handle,
-                context=turn.context,
-                model_names=turn.model_names,
-                caller=turn.inbound.caller,
-                content=turn.content,
-                depth=turn.inbound.depth,
-                max_reply_chars=paths.max_reply_chars,
-                append=turn.append,
-            ),
+            _agent_turn(paths, turn),
             client_options,
             turn.inbound.hosted_tools,
         )
@@ -134,21 +139,7 @@ async def produce_reply(paths: ReplyPaths, turn: ReplyTurn) -> None:
         )
         return
     if agent.uses_tools and paths.runtime is not None:
-        await paths.runtime.run(
-            AgentTurn(
-                ref=turn.ref,
-                session_id=turn.session_id,
-                agent=agent,
-                handle=handle,
-                context=turn.context,
-                model_names=turn.model_names,
-                caller=turn.inbound.caller,
-                content=turn.content,
-                depth=turn.inbound.depth,
-                max_reply_chars=paths.max_reply_chars,
-                append=turn.append,
-            )
-        )
+        await paths.runtime.run(_agent_turn(paths, turn))
         return
     handoff = None
     if paths.handoffs is not None:
