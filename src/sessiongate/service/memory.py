@@ -22,6 +22,8 @@ Another user's item answers exactly as an unknown id (`memory_not_found`).
 from __future__ import annotations
 
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -71,6 +73,11 @@ CANDIDATES = 50
 #: A turn's relevant items come from the best this-many (at least 4 * max_items) of each
 #: ranking: deeper lists would only be read to be dropped.
 RELEVANT_DEPTH = 24
+#: How long a user's pinned items are reused by turns without a read. This process's own
+#: writes drop them at once; a write by another gateway or the CLI shows within this.
+PINNED_TTL_SECONDS = 5.0
+#: Users whose pinned items are held at once (the least recently used go first).
+PINNED_CACHE_USERS = 10_000
 
 
 class MemoryNotFound(NotFound):
@@ -118,6 +125,30 @@ class MemoryService:
         self.ids = ids
         self.clock = clock
         self.max_items_per_user = max_items_per_user
+        #: Per user, (when read by `time.monotonic`, the valid pinned items): the read
+        #: every turn would otherwise make, most users having none (docs/memory.md).
+        self._pinned: OrderedDict[str, tuple[float, list[MemoryItem]]] = OrderedDict()
+
+    def forget_owner(self, user: str) -> None:
+        """The user was erased: nothing of theirs stays held here."""
+        self._changed(user)
+
+    def _changed(self, user: str) -> None:
+        """The user's items changed here: the next turn reads them again."""
+        self._pinned.pop(user, None)
+
+    async def _pinned_items(self, user: str) -> list[MemoryItem]:
+        now = time.monotonic()
+        held = self._pinned.get(user)
+        if held is not None and now - held[0] < PINNED_TTL_SECONDS:
+            self._pinned.move_to_end(user)
+            return held[1]
+        items = await self.store.valid_items(user, pinned_only=True)
+        self._pinned[user] = (now, items)
+        self._pinned.move_to_end(user)
+        while len(self._pinned) > PINNED_CACHE_USERS:
+            self._pinned.popitem(last=False)
+        return items
 
     # -- reads ------------------------------------------------------------------------
 
@@ -238,6 +269,7 @@ class MemoryService:
             self._embedder_name(vector),
             max_items=self.max_items_per_user,
         )
+        self._changed(user)
         return item
 
     async def update_text(
@@ -266,6 +298,7 @@ class MemoryService:
             supersedes=stored_old,
             tombstone=tombstone,
         )
+        self._changed(user)
         return new
 
     async def patch(
@@ -292,6 +325,7 @@ class MemoryService:
             user, item.memory_id, pinned=new_pinned, scope=new_scope, edited_at=self.clock.now()
         ):
             raise MemoryNotFound(f"no memory item {item.memory_id}")
+        self._changed(user)
         if text is not UNSET and validate_memory_text(text) != item.text:
             return await self.update_text(user, item.memory_id, text, created_by="user")
         return await self.get(user, item.memory_id)
@@ -301,6 +335,7 @@ class MemoryService:
         kept in the history, out of every turn. Returns the item as it was."""
         checked = validate_memory_id(memory_id)
         item = await self.store.invalidate_item(user, checked, self.clock.now())
+        self._changed(user)
         if item is None:
             raise MemoryNotFound(f"no valid memory item {checked}")
         return item
@@ -311,6 +346,7 @@ class MemoryService:
         item first."""
         checked = validate_memory_id(memory_id)
         gone = await self.store.forget_item(user, checked, self.clock.now())
+        self._changed(user)
         if not gone:
             raise MemoryNotFound(f"no memory item {checked}")
         return gone
@@ -329,8 +365,7 @@ class MemoryService:
             return []
         # Only the pinned items and the search's best candidates are read: a user may keep
         # a thousand items, and turning each row into an item costs tens of microseconds.
-        items = await self.store.valid_items(user, pinned_only=True)
-        items = [i for i in items if applies_to(i, agent, key)]
+        items = [i for i in await self._pinned_items(user) if applies_to(i, agent, key)]
         scores: dict[str, float] = {}
         if policy.inject == "relevant" and policy.max_items > 0 and new_message:
             query = new_message[: 4 * 2000]  # a long message: its start says what it is about
@@ -390,6 +425,7 @@ class MemoryService:
             self._embedder_name(vectors),
             max_items=self.max_items_per_user,
         )
+        self._changed(user)
         return items
 
     # -- embeddings -------------------------------------------------------------------

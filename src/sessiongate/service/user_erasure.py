@@ -93,6 +93,8 @@ class UserErasure:
         report.counts.update(await self.rows.erase_owner_rows(checked))
         if engine.notes is not None:
             engine.notes.forget_owner(checked)
+        if engine.memory is not None:
+            engine.memory.forget_owner(checked)
         # Names and counts only: what went is never logged, just how much of it.
         log.info("user erased", extra={"erased_user": checked, "by": by, **report.counts})
         return report
