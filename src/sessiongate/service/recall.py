@@ -1,21 +1,28 @@
 """Explicit recall's search (DESIGN.md §2.4 and §13, "Recall across keys"): what a recall
 request finds, with scope "key" (the key's own archived segments) or "all" (every key of
-the caller's owner, never another user's).
+the caller's owner, never another user's: their archived segments, and the live segments
+of every key but the asking one, whose thread is in its context).
 
-Keyword ranking (the store's full-text index over archived messages) always runs; when
+Keyword ranking (the store's full-text index over recallable messages) always runs; when
 `[notes] embeddings` is configured, the query is embedded too and the recallable messages'
 vectors are ranked by cosine similarity, and the two rankings are fused by the engine
 notes and memory items share (service/hybrid_search.py, reciprocal rank fusion). A
 fragment's score is the fused one, higher is better, the same on both stores.
 
+A live segment's messages are indexed lazily, never on append (the turn's write path
+stays as it was): a scope "all" recall first brings the owner's live messages into the
+keyword index (`RecallIndex.catch_up`), and when it added any, forgets what it trusted of
+the owner's vectors, so the same recall embeds them too.
+
 Message vectors are derived data, kept in `message_vectors`. A rotation archives a
-segment; right after it, a background task embeds the owner's archived messages that have
-no vector yet (at most EMBED_BACKGROUND per rotation). A recall first embeds what is still
+segment; right after it, a background task embeds the owner's messages that have no
+vector yet (at most EMBED_BACKGROUND per rotation). A recall first embeds what is still
 missing, at most EMBED_INLINE messages (an imported history, a gateway that just turned
-embeddings on), so a recall never waits on a whole history. What this process learnt (an
-owner's vector matrix, "nothing left to embed") is trusted for TRUST_SECONDS, and
-forgotten at once on a rotation or new vectors here. When the embeddings model
-fails, a recall answers from its keywords alone and logs it; it is never an error.
+embeddings on, live messages said since), so a recall never waits on a whole history.
+What this process learnt (an owner's vector matrix, "nothing left to embed") is trusted
+for TRUST_SECONDS, and forgotten at once on a rotation, new vectors or newly indexed live
+messages here. When the embeddings model fails, a recall answers from its keywords alone
+and logs it; it is never an error.
 """
 
 from __future__ import annotations
@@ -61,7 +68,8 @@ EMBED_CHARS = 4000
 #: embedding here forgets the owner at once; this bounds what another gateway process
 #: changed meanwhile (a fragment erased meanwhile is never returned: its row is read again).
 TRUST_SECONDS = 30.0
-#: Vector matrices kept (one per owner, scope and left-out segments), least recent first out.
+#: Vector matrices kept (one per recall scope: owner, keys, left-out segments), least recent
+#: first out.
 CACHED_MATRICES = 64
 
 
@@ -82,9 +90,7 @@ class RecallSearch:
         self._background: set[asyncio.Task[None]] = set()
         #: Owner → when embed_missing last found nothing left to embed (monotonic).
         self._embedded_at: dict[str, float] = {}
-        self._matrices: OrderedDict[tuple[str, str | None, tuple[str, ...], str], _Matrix] = (
-            OrderedDict()
-        )
+        self._matrices: OrderedDict[tuple[RecallScope, str], _Matrix] = OrderedDict()
 
     async def search(
         self,
@@ -101,9 +107,14 @@ class RecallSearch:
         """The best `limit` recallable messages for `query`, best first, each carrying
         the `rationale`. `keyword`/`semantic` leave a ranking out (the benchmark measures
         each alone); semantic ranking needs embeddings configured."""
-        where = RecallScope(
-            ref.owner, None if scope == "all" else ref.storage_id, tuple(exclude_session_ids)
-        )
+        if scope == "all":
+            where = RecallScope(
+                ref.owner, None, tuple(exclude_session_ids), live=True, asker=ref.storage_id
+            )
+            if await self.index.catch_up(ref.owner):
+                self.forget(ref.owner)  # new live messages: embed them, reload the vectors
+        else:
+            where = RecallScope(ref.owner, ref.storage_id, tuple(exclude_session_ids))
         depth = max(CANDIDATES, limit)
         embedder = self.embedder if semantic else None
         if embedder is not None and not _trusted(self._embedded_at.get(ref.owner)):
@@ -135,7 +146,7 @@ class RecallSearch:
 
     async def _vectors(self, where: RecallScope, embedder: Embedder) -> ChunkVectors:
         """The recallable vectors of `where`, from the cache while it is trusted."""
-        key = (where.owner, where.key, where.exclude, embedder.name)
+        key = (where, embedder.name)
         cached = self._matrices.get(key)
         if cached is not None and _trusted(cached.loaded_at):
             self._matrices.move_to_end(key)
@@ -152,12 +163,13 @@ class RecallSearch:
         """What this process learnt of the owner's vectors no longer holds (a rotation,
         new vectors)."""
         self._embedded_at.pop(owner, None)
-        for key in [k for k in self._matrices if k[0] == owner]:
+        for key in [k for k in self._matrices if k[0].owner == owner]:
             del self._matrices[key]
 
     async def embed_missing(self, owner: str, budget: int) -> int:
-        """Embed up to `budget` of the owner's archived messages that have no vector of
-        the configured embedder; how many were embedded. One owner at a time."""
+        """Embed up to `budget` of the owner's recallable messages (archived, or in a
+        live segment) that have no vector of the configured embedder; how many were
+        embedded. One owner at a time."""
         embedder = self.embedder
         if embedder is None:
             return 0

@@ -20,8 +20,9 @@ from typing import Any
 
 from sessiongate.store.sqlite.rows import from_micros, to_micros
 
-#: SQLite tables that hold only what SQLite's triggers derive; PostgreSQL derives its own.
-SQLITE_DERIVED_TABLES = frozenset({"schema_migrations", "notes_totals"})
+#: SQLite tables that hold only what SQLite derives (its triggers; recall_live, how far
+#: recall_fts indexed each live segment); PostgreSQL derives its own.
+SQLITE_DERIVED_TABLES = frozenset({"schema_migrations", "notes_totals", "recall_live"})
 #: SQLite columns (table, column) PostgreSQL does not keep: notes_versions.chunks is a
 #: count SQLite's triggers keep; PostgreSQL counts the chunks when asked.
 SQLITE_DERIVED_COLUMNS = frozenset({("notes_versions", "chunks")})

@@ -2,9 +2,10 @@
 becomes, and the recall index port (`RecallIndex`): keyword ranking, message vectors and
 the rows of a ranking, over the messages a recall may read (DESIGN.md §13).
 
-A message is recallable when its segment is archived (not its key's latest), it is not
-in a segment the caller's context reads already, the offline stand-in did not write it
-(core/context.py) and the safety gate did not classify it UNSAFE
+A message is recallable when its segment is archived (not its key's latest) or, for a
+recall over every key (scope "all"), is the live segment of another key than the one
+asking; it is not in a segment the caller's context reads already, the offline stand-in
+did not write it (core/context.py) and the safety gate did not classify it UNSAFE
 (service/turn/safety_gate.py): what the gate refused never returns through recall.
 """
 
@@ -64,12 +65,18 @@ def recall_fragment(
 @dataclass(frozen=True, slots=True)
 class RecallScope:
     """Where a recall looks: the owner's keys (`key` None: every one of them, scope
-    "all"), never the segments `exclude` names (those the context reads already)."""
+    "all"), never the segments `exclude` names (those the context reads already).
+    Archived segments only, unless `live`: then the newest segments of the owner's keys
+    too, except `asker`'s (the asking key's thread is in its context)."""
 
     owner: str
     #: The key's storage id (`KeyRef.storage_id`), or None for every key of `owner`.
     key: str | None
     exclude: tuple[str, ...] = ()
+    #: The live (newest) segments are recallable too (scope "all").
+    live: bool = False
+    #: With `live`: the asking key's storage id, whose live segment stays out.
+    asker: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +95,8 @@ class RecallRow:
 
 @dataclass(frozen=True, slots=True)
 class Unembedded:
-    """An archived message that has no vector of the configured embedder yet."""
+    """A recallable message (archived, or in a live segment) that has no vector of the
+    configured embedder yet."""
 
     session_id: str
     seq: int
@@ -96,6 +104,12 @@ class Unembedded:
 
 
 class RecallIndex(Protocol):
+    async def catch_up(self, owner: str) -> int:
+        """Bring the owner's live segments' messages into the keyword index (a segment's
+        messages enter it when it is archived; a live one's lazily, here, never on
+        append); how many messages were added."""
+        ...
+
     async def keyword(self, scope: RecallScope, words: Sequence[str], depth: int) -> list[int]:
         """Row ids of the recallable messages matching any of `words`, best first (the
         full-text engine's rank, ties by row id), at most `depth`."""
@@ -110,8 +124,8 @@ class RecallIndex(Protocol):
         ...
 
     async def unembedded(self, owner: str, embedder: str, limit: int) -> list[Unembedded]:
-        """Up to `limit` of the owner's archived, recallable messages without a vector of
-        `embedder`, oldest first."""
+        """Up to `limit` of the owner's recallable messages, archived or in a live
+        segment of any key, without a vector of `embedder`, oldest first."""
         ...
 
     async def put_vectors(

@@ -2,8 +2,9 @@
 archived messages (`recall_fts`, filled when a segment is archived, each row with its
 owner's token, so a search over every key of one user never scores another user's
 matches) and the message vectors as float32 BLOBs (`message_vectors`; both migration
-0024). Shares the session store's
-connection and transactions.
+0024). A live segment's messages enter `recall_fts` lazily, when a recall over its
+owner's keys catches up (`recall_live` says how far; migration 0025). Shares the session
+store's connection and transactions.
 """
 
 from __future__ import annotations
@@ -20,13 +21,22 @@ from sessiongate.store.sqlite.notes import fts_match
 from sessiongate.store.sqlite.rows import from_micros
 from sessiongate.store.sqlite.store import SQLiteStore
 
-#: A message the recall may read: archived, not the offline stand-in's, not UNSAFE.
+#: A message the recall may read: the owner's, not the offline stand-in's, not UNSAFE
+#: (`_where` adds which segments).
 _RECALLABLE = (
     " JOIN segments s ON s.session_id = m.segment_id"
     " JOIN session_keys k ON k.key = s.key"
-    " WHERE k.owner = ? AND s.session_id != k.latest_session_id"
+    " WHERE k.owner = ?"
     " AND json_extract(m.metadata, '$.offline') IS NOT 1"
     " AND json_extract(m.metadata, '$.classification.label') IS NOT 'unsafe'"
+)
+
+#: The owner's live segments' messages not in recall_fts yet (`catch_up`).
+_BEHIND = (
+    " FROM session_keys k JOIN segments s ON s.session_id = k.latest_session_id"
+    " LEFT JOIN recall_live r ON r.session_id = s.session_id"
+    " JOIN messages m ON m.segment_id = s.session_id AND m.seq > coalesce(r.through_seq, 0)"
+    " WHERE k.owner = ? AND s.archived_at IS NULL"
 )
 
 
@@ -34,6 +44,11 @@ def _where(scope: RecallScope) -> tuple[str, tuple[object, ...]]:
     """The recallable-message condition of `scope` and its parameters, in order."""
     sql = _RECALLABLE
     params: list[object] = [scope.owner]
+    if not scope.live:
+        sql += " AND s.session_id != k.latest_session_id"
+    elif scope.asker is not None:
+        sql += " AND (s.session_id != k.latest_session_id OR s.key != ?)"
+        params.append(scope.asker)
     if scope.key is not None:
         sql += " AND s.key = ?"
         params.append(scope.key)
@@ -84,6 +99,25 @@ class SQLiteRecallIndex:
         self._store = store
         self._conn: sqlite3.Connection = store.connection
         self._counts = WordCounts()
+
+    async def catch_up(self, owner: str) -> int:
+        behind = self._conn.execute(f"SELECT count(*){_BEHIND}", (owner,)).fetchone()[0]
+        if not behind:
+            return 0
+        with self._store.transaction() as db:
+            added = db.execute(
+                "INSERT INTO recall_fts (rowid, owner, content)"
+                f" SELECT m.id, 'o' || hex(k.owner), m.content{_BEHIND}",
+                (owner,),
+            ).rowcount
+            db.execute(
+                "INSERT INTO recall_live (session_id, through_seq)"
+                " SELECT s.session_id, max(m.seq)"
+                f"{_BEHIND} GROUP BY s.session_id"
+                " ON CONFLICT (session_id) DO UPDATE SET through_seq = excluded.through_seq",
+                (owner,),
+            )
+        return int(added) if added >= 0 else int(behind)
 
     async def keyword(self, scope: RecallScope, words: Sequence[str], depth: int) -> list[int]:
         if not words:
@@ -140,7 +174,7 @@ class SQLiteRecallIndex:
         ]
 
     async def unembedded(self, owner: str, embedder: str, limit: int) -> list[Unembedded]:
-        where, params = _where(RecallScope(owner, None))
+        where, params = _where(RecallScope(owner, None, live=True))
         rows = self._conn.execute(
             "SELECT m.segment_id, m.seq, m.content FROM messages m"
             " LEFT JOIN message_vectors v"
