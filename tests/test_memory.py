@@ -250,12 +250,10 @@ injected_lists = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
-@given(raw=injected_lists, allowance=st.integers(min_value=0, max_value=800))
-def test_the_block_always_fits_what_the_budget_leaves(
-    raw: list[tuple[str, bool, float]], allowance: int
-) -> None:
-    chosen = [
+def injected(raw: list[tuple[str, bool, float]]) -> list[Injected]:
+    """`injected_lists`' drawn tuples as the items a turn chose (pinned, or relevant with
+    their score)."""
+    return [
         Injected(
             item(n, text.strip() or "x", pinned=pinned),
             "pinned" if pinned else "relevant",
@@ -263,6 +261,14 @@ def test_the_block_always_fits_what_the_budget_leaves(
         )
         for n, (text, pinned, score) in enumerate(raw)
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=injected_lists, allowance=st.integers(min_value=0, max_value=800))
+def test_the_block_always_fits_what_the_budget_leaves(
+    raw: list[tuple[str, bool, float]], allowance: int
+) -> None:
+    chosen = injected(raw)
     kept = fit_memory(chosen, allowance, cost)
     if kept:
         assert cost(render_memory(kept)) <= allowance
@@ -304,14 +310,7 @@ def test_a_turn_block_plus_the_fixed_parts_stay_within_the_agent_budget(
     raw: list[tuple[str, bool, float]], budget: int, message: str
 ) -> None:
     agent = profile(token_budget=budget)
-    chosen = [
-        Injected(
-            item(n, text.strip() or "x", pinned=pinned),
-            "pinned" if pinned else "relevant",
-            None if pinned else score,
-        )
-        for n, (text, pinned, score) in enumerate(raw)
-    ]
+    chosen = injected(raw)
     kept = fit_turn_memory(
         agent, chosen, ratio=1.0, fragments=(), client_system=("be brief",), newest=message
     )
