@@ -13,18 +13,22 @@ One run:
    the session service's import (`SessionService.import_chain`, the JSON Lines chain of
    `POST /v1/sessions/import`): each key's segments in order, every segment but the
    newest archived. The builtin WordLlama embedder (`[notes] embeddings = "builtin"`)
-   embeds the archived messages as the background task after a rotation does
+   embeds the recallable messages as the background task after a rotation does
    (`RecallSearch.embed_missing`).
 2. Each question runs the gateway's recall for its user with scope "all", asked in its
    `asked_in_key` (the current key; a key with no history yet is allowed): fused
    (`SessionService.recall`, the API's path), keyword only and embeddings only (the same
-   search with one ranking left out). recall@5: the share of questions whose evidence
-   message is among the five fragments.
+   search with one ranking left out). Scope "all" reads every archived segment and the
+   live (newest) segments of the user's other keys, never the asking key's own live
+   thread (since the contract change of 2026-11-27 10:10; the first, sealed run read
+   archived segments only). recall@5: the share of questions whose evidence message is
+   among the five fragments.
 3. The peer: LangGraph's `InMemoryStore` with an `index` whose embed function is the same
-   WordLlama model (the same 256-dimension normalised vectors), holding the same messages
-   the gateway may recall (every archived segment, one namespace per user), searched with
-   the question, limit 5. A second peer store holds every message, newest segments too,
-   for the reading (what an unscoped vector store would answer).
+   WordLlama model (the same 256-dimension normalised vectors), holding every message
+   (one namespace per user) and searched with the question, limit 5, filtered to what the
+   gateway may recall for it (`{"live_in": {"$ne": asked_in_key}}`: never the asking
+   key's live segment). A second peer store is searched unfiltered, for the reading (what
+   an unscoped vector store would answer).
 4. Latency: the histories replicated with new message ids and user names (`u01` →
    `u01-r1`, …) until the store holds at least 100,000 messages, all embedded; then a
    fused scope-"all" recall per question (its user or one of its replicas), timed around
@@ -304,24 +308,33 @@ async def gateway_search(
 class Peer:
     """LangGraph's InMemoryStore, its index embedding with the same WordLlama model."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, scoped: bool) -> None:
         from langgraph.store.memory import InMemoryStore
 
         def embed(texts: list[str]) -> list[list[float]]:
             return [list(map(float, row)) for row in model.embed(texts, norm=True)]
 
         self.store = InMemoryStore(index={"dims": 256, "embed": embed, "fields": ["text"]})
+        #: Searched as the gateway's scope "all" reads: never the asking key's live segment.
+        self.scoped = scoped
 
-    def put_all(self, users: Sequence[DataUser], *, archived_only: bool) -> int:
+    def put_all(self, users: Sequence[DataUser]) -> int:
         from langgraph.store.base import PutOp
 
         ops = []
         for user in users:
             for key in user.keys:
-                segments = key.segments[:-1] if archived_only else key.segments
-                for n, segment in enumerate(segments):
+                for n, segment in enumerate(key.segments):
+                    # `live_in`: the key whose live (newest) segment holds it, "" if archived.
+                    live_in = key.key if n == len(key.segments) - 1 else ""
                     for m in segment:
-                        value = {"text": m.text, "key": key.key, "segment": n + 1, "role": m.role}
+                        value = {
+                            "text": m.text,
+                            "key": key.key,
+                            "segment": n + 1,
+                            "role": m.role,
+                            "live_in": live_in,
+                        }
                         ops.append(PutOp((user.user,), m.id, value))
         # InMemoryStore embeds each distinct text of a batch once but then expects one
         # vector per item (langgraph 1.2: "Number of embeddings … does not match"), so a
@@ -340,7 +353,9 @@ class Peer:
         return len(ops)
 
     def search(self, q: Question) -> list[str]:
-        return [item.key for item in self.store.search((q.user,), query=q.question, limit=TOP_K)]
+        where = {"live_in": {"$ne": q.asked_in_key}} if self.scoped else None
+        found = self.store.search((q.user,), query=q.question, filter=where, limit=TOP_K)
+        return [item.key for item in found]
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -366,7 +381,9 @@ async def run(args: argparse.Namespace) -> int:
         f" load {load_average():.2f}",
         flush=True,
     )
+    # What scope "all" may return for a question: archived, or in another key's live segment.
     archived_ids = {m.id for u in users for k in u.keys for s in k.segments[:-1] for m in s}
+    live_in = {m.id: (u.user, k.key) for u in users for k in u.keys for m in k.segments[-1]}
     with tempfile.TemporaryDirectory(prefix="memory_recall_") as folder:
         settings = Settings(
             data_dir=Path(folder),
@@ -380,16 +397,16 @@ async def run(args: argparse.Namespace) -> int:
             await load_users(engine, users, loaded)
             print(
                 f"gateway: {loaded.messages:,} messages imported in {loaded.import_seconds:.1f} s,"
-                f" archived ones embedded in {loaded.embed_seconds:.1f} s",
+                f" recallable ones embedded in {loaded.embed_seconds:.1f} s",
                 flush=True,
             )
             model = WordLlamaEmbedder.load()
-            peer, peer_all = Peer(model), Peer(model)
+            peer, peer_all = Peer(model, scoped=True), Peer(model, scoped=False)
             started = time.perf_counter()
-            held = peer.put_all(users, archived_only=True)
-            peer_all.put_all(users, archived_only=False)
+            held = peer.put_all(users)
+            peer_all.put_all(users)
             print(
-                f"peer: InMemoryStore holds {held:,} archived messages"
+                f"peer: InMemoryStore holds {held:,} messages, searched as scope all reads"
                 f" ({time.perf_counter() - started:.1f} s for both stores)",
                 flush=True,
             )
@@ -405,7 +422,14 @@ async def run(args: argparse.Namespace) -> int:
                 found["embeddings"][q.id] = bool(wanted & set(hit_ids(semantic, loaded)))
                 found["peer"][q.id] = bool(wanted & set(peer.search(q)))
                 found["peer_all"][q.id] = bool(wanted & set(peer_all.search(q)))
-            reachable = [q for q in questions if set(q.evidence) & archived_ids]
+            reachable = [
+                q
+                for q in questions
+                if any(
+                    e in archived_ids or (e in live_in and live_in[e] != (q.user, q.asked_in_key))
+                    for e in q.evidence
+                )
+            ]
             report = recall_report(questions, reachable, found)
             print(report["table"], flush=True)
 
@@ -467,8 +491,8 @@ def recall_report(
     reachable: Sequence[Question],
     found: dict[str, dict[str, bool]],
 ) -> dict[str, Any]:
-    """recall@5 per path, over all questions, over those whose evidence is archived (what
-    scope "all" may return), and per kind."""
+    """recall@5 per path, over all questions, over those whose evidence scope "all" may
+    return (archived, or in another key's live segment), and per kind."""
     rates = {p: share([found[p][q.id] for q in questions]) for p in PATHS}
     kinds = sorted(Counter(q.kind for q in questions))
     by_kind = {
@@ -478,7 +502,7 @@ def recall_report(
     rows = [
         [f"all {len(questions)} questions", *(f"{rates[p]:.3f}" for p in PATHS)],
         [
-            f"evidence archived ({len(reachable)})",
+            f"evidence reachable ({len(reachable)})",
             *(f"{share([found[p][q.id] for q in reachable]):.3f}" for p in PATHS),
         ],
     ]
