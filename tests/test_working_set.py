@@ -204,3 +204,14 @@ def test_off_plans_nothing_and_pins_stay_raw() -> None:
     ws = select(units, budget=600, policy=WorkingSetPolicy(compaction="off"))
     assert ws.next_compaction is None
     assert ws.raw[0].pinned and ws.tokens <= 600
+
+
+def test_a_summary_of_what_is_older_than_the_window_is_still_sent() -> None:
+    """The window's tail starts right after the record in force: no unit inside it, yet
+    it stands for everything before the window (never a silent gap)."""
+    units = [Unit((i,), 100) for i in range(9, 13)]
+    ws = select(units, compactions=[record(1, 8)], budget=1000, summary_tokens=summary_tokens)
+    assert ws.summary == record(1, 8) and ws.covered == () and not ws.trimmed
+    assert ws.raw == tuple(units) and ws.tokens == 430
+    # A record the window starts inside of, or none, changes nothing of that.
+    assert select(units, budget=1000).summary is None

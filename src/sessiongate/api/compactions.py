@@ -49,7 +49,7 @@ async def list_compactions(
 ) -> dict[str, Any]:
     engine = engine_of(request)
     segment = await engine.sessions.latest(key, caller_for(user), owner=owner)
-    records = await engine.turns.compactor.records(segment.session_id)
+    records = await engine.turns.compactor.records(segment.session_id, fresh=True)
     current = in_force(records)
     return {
         "session_id": segment.session_id,

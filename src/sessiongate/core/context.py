@@ -52,7 +52,8 @@ def estimate_tokens(text: str) -> int:
 
 #: One message of the context. `source` says where its text came from: a message id,
 #: "system_prompt", "context_file:<name>", "client_system" (an OpenAI client's system
-#: message), "memory" (the user's memory items), "recall", or "repair:…" for the
+#: message), "memory" (the user's memory items), "recall", "carry_over" (the previous
+#: segment's summary after a rotation), or "repair:…" for the
 #: `interrupted` result that answers a call cut short (core/tool_calls.py).
 ContextMessage = ThreadItem
 
@@ -116,12 +117,45 @@ def recall_metadata(fragments: Sequence[RecallFragment]) -> tuple[dict[str, Any]
 
 
 def render_recall(fragments: Sequence[RecallFragment]) -> str:
+    """The block of explicitly recalled fragments (carried-over summaries excluded)."""
     lines = ["Recalled from earlier segments of this conversation, on explicit request:"]
     for f in fragments:
         # A fragment from another key of the user (recall scope "all") names that key.
         where = f.session_id if f.key is None else f"key {f.key}, {f.session_id}"
         lines.append(f"[{where} #{f.seq} {f.role} — why: {f.rationale}] {f.content}")
     return "\n".join(lines)
+
+
+#: The `source` of the block of explicitly recalled fragments.
+RECALL_SOURCE = "recall"
+#: The `source` of a summary of the previous segment carried over at a rotation.
+CARRY_OVER_SOURCE = "carry_over"
+#: The sources of what `recalled_messages` makes: left out first when the budget is short.
+RECALLED_SOURCES = frozenset({RECALL_SOURCE, CARRY_OVER_SOURCE})
+#: A rotation's reason, as the carried-over summary's header says it.
+ROTATION_WORDS = {"idle": "idle time", "day_boundary": "a new day", "semantic": "a new topic"}
+
+
+def render_carry_over(fragment: RecallFragment) -> str:
+    """A carried-over summary as the model reads it: what it is and why it is there
+    (never "on explicit request": nobody asked for it, the agent's `carry_over` did)."""
+    reason = fragment.carried_over or "rotation"
+    return (
+        "Summary of the previous conversation (carried over at rotation:"
+        f" {ROTATION_WORDS.get(reason, reason)}; it covers its messages #1 to"
+        f" #{fragment.seq}):\n{fragment.content}"
+    )
+
+
+def recalled_messages(fragments: Sequence[RecallFragment]) -> list[ContextMessage]:
+    """The system messages `fragments` enter the context as: each carried-over summary
+    on its own first, then one block of the explicitly recalled ones."""
+    carried = [f for f in fragments if f.carried_over is not None]
+    asked = [f for f in fragments if f.carried_over is None]
+    messages = [ContextMessage("system", render_carry_over(f), CARRY_OVER_SOURCE) for f in carried]
+    if asked:
+        messages.append(ContextMessage("system", render_recall(asked), RECALL_SOURCE))
+    return messages
 
 
 #: The `source` of the context's memory block (DESIGN.md §13).
@@ -231,8 +265,7 @@ def assemble_context(
 
     def total() -> int:
         parts = [cost(m.content) for m in (*fixed, *flatten(groups))]
-        if kept_recall:
-            parts.append(cost(render_recall(kept_recall)))
+        parts.extend(cost(m.content) for m in recalled_messages(kept_recall))
         return sum(parts)
 
     dropped = 0
@@ -243,8 +276,7 @@ def assemble_context(
             dropped += len(groups.pop(0))
 
     messages = list(fixed)
-    if kept_recall:
-        messages.append(ContextMessage("system", render_recall(kept_recall), "recall"))
+    messages.extend(recalled_messages(kept_recall))
     messages.extend(flatten(groups))
     return AssembledContext(
         messages=tuple(messages),

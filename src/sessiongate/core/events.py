@@ -168,8 +168,9 @@ class ContextLogEvent:
 @dataclass(frozen=True, slots=True)
 class CompactionEvent:
     """A compaction of the working set (docs/working_set.md): `covers` is
-    `{first_seq, last_seq, count}`; `status` `done`, `waited` (the turn waited for it)
-    or `failed`."""
+    `{first_seq, last_seq, count}`; `status` `done`, `waited` (the turn waited for it),
+    `failed`, or for a carry-over `pending` (the turn stopped waiting and went on
+    without it)."""
 
     compaction_id: str | None
     covers: dict[str, int]
@@ -177,6 +178,9 @@ class CompactionEvent:
     tokens_after: int
     model: str | None
     status: str
+    #: The previous segment when this is the summary a rotation carries over
+    #: (service/carry_over.py): `covers` counts that segment's messages.
+    carried_from: str | None = None
     type: Literal["compaction"] = "compaction"
 
 

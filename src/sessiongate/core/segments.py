@@ -156,3 +156,7 @@ class RecallFragment:
     #: The key's name (in its owner's namespace) the fragment was found in: with recall
     #: scope "all" it may be another key of the same user (DESIGN.md §13).
     key: str | None = None
+    #: Set on the summary of the previous segment a rotation carried over (DESIGN.md §12):
+    #: the rotation's reason ("idle", "day_boundary", "semantic"). Such a fragment is
+    #: sent as its own system message, not in the block of explicit recalls.
+    carried_over: str | None = None

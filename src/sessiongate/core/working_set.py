@@ -164,7 +164,10 @@ def select(
             covered.extend(unit.seqs)
         else:
             candidates.append(unit)
-    summary = record if record is not None and covered else None
+    # It also stands for what is older than the thread given (a window's tail): sent
+    # when it covers anything before the first unit, even with no unit inside it.
+    before = record is not None and bool(units) and record.first_seq < units[0].first
+    summary = record if record is not None and (covered or before) else None
     summary_cost = summary_tokens(summary) if summary is not None else 0
     wanted = fixed_tokens + summary_cost + sum(u.tokens for u in candidates)
     plan = _plan(record, candidates, budget, wanted, policy, memory_window)

@@ -1,6 +1,8 @@
 """Compactions of the working set (docs/working_set.md): the records of each segment
-(read once per segment and process, and only once a thread is long enough to need them),
-which segments are due, and the summariser that runs after a turn, for the next one.
+(read once per segment and process, and only once a thread is long enough to need them;
+after that, a path that needs them asks the store in one small query whether another
+process changed them), which segments are due, and the summariser that runs after a
+turn, for the next one.
 
 A compaction reads the summary in force and the oldest raw units after it (the segment's
 own messages, unsafe and superseded ones left out), asks the summary model (the agent's
@@ -40,7 +42,7 @@ from sessiongate.service.agents import AgentProfile
 from sessiongate.service.budgets import TokenCalibration
 from sessiongate.service.pins import PinBoard
 from sessiongate.store.base import Store
-from sessiongate.store.compactions import CompactionStore
+from sessiongate.store.compactions import CompactionStore, stamp_of
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,9 @@ def compaction_store(store: object) -> CompactionStore | None:
     return None
 
 
-def compaction_event(record: CompactionRecord, status: str) -> CompactionEvent:
+def compaction_event(
+    record: CompactionRecord, status: str, *, carried_from: str | None = None
+) -> CompactionEvent:
     return CompactionEvent(
         record.compaction_id,
         {"first_seq": record.first_seq, "last_seq": record.last_seq, "count": record.count},
@@ -98,6 +102,7 @@ def compaction_event(record: CompactionRecord, status: str) -> CompactionEvent:
         record.tokens_after,
         record.model,
         status,
+        carried_from,
     )
 
 
@@ -142,10 +147,18 @@ class Compactor:
     def enabled(self) -> bool:
         return self.rows is not None
 
-    async def records(self, session_id: str) -> tuple[CompactionRecord, ...]:
+    async def records(
+        self, session_id: str, *, fresh: bool = False
+    ) -> tuple[CompactionRecord, ...]:
         """The segment's records (one read per segment and process; this process's own
-        compactions keep it current)."""
+        compactions keep it current). `fresh`: first ask the store whether another
+        process added or reverted one since (one small query; read again if so) — for
+        a path that reads them anyway (a thread past `compact_at` or the window, a
+        compaction about to be planned), never for the common short thread."""
         found = self._records.get(session_id)
+        rows = self.rows
+        if found is not None and fresh and rows is not None:
+            found = found if await rows.stamp(session_id) == stamp_of(found) else None
         if found is None and self.rows is not None:
             found = tuple(await self.rows.for_segment(session_id))
         if found is not None:
@@ -172,7 +185,7 @@ class Compactor:
     async def revert(self, session_id: str, compaction_id: str) -> CompactionRecord:
         """Put a record's span back to raw (the record before it is in force again; a
         later turn compacts again if it must). NotFound unless it is the segment's."""
-        records = await self.records(session_id)
+        records = await self.records(session_id, fresh=True)
         found = next((r for r in records if r.compaction_id == compaction_id), None)
         if found is None or self.rows is None:
             raise NotFound("no such compaction in this session", code="compaction_not_found")
@@ -251,7 +264,8 @@ class Compactor:
         assert self.rows is not None
         from sessiongate.service.turn.safety_gate import leave_out_unsafe
 
-        records = await self.records(session_id)
+        # Afresh: a record another process stored is folded, not summarised again.
+        records = await self.records(session_id, fresh=True)
         previous = in_force(records)
         after = max(previous.last_seq if previous is not None else 0, start_after)
         messages = await self._session_store.list_messages(

@@ -3,7 +3,7 @@ segment's raw messages (core/working_set.py's CompactionRecord), erased with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -13,6 +13,16 @@ COLUMNS = (
     "compaction_id, session_id, first_seq, last_seq, count, summary, model, tokens_before, "
     "tokens_after, created_at, previous_compaction_id, instructions, reverted"
 )
+
+
+#: What changes when a segment's records change, however few of them a process holds:
+#: how many there are, and how many are reverted (records are added and reverted, never
+#: edited otherwise).
+Stamp = tuple[int, int]
+
+
+def stamp_of(records: Sequence[CompactionRecord]) -> Stamp:
+    return (len(records), sum(1 for r in records if r.reverted))
 
 
 def compaction_from_row(row: Any, to_time: Callable[[Any], datetime]) -> CompactionRecord:
@@ -43,4 +53,9 @@ class CompactionStore(Protocol):
 
     async def set_reverted(self, compaction_id: str, reverted: bool) -> bool:
         """Whether the record exists."""
+        ...
+
+    async def stamp(self, session_id: str) -> Stamp:
+        """`stamp_of` the segment's records, counted by the database (one small query):
+        whether another process changed them since this one read them."""
         ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from sessiongate.core.context import MESSAGE_OVERHEAD_TOKENS, estimate_tokens, render_recall
+from sessiongate.core.context import MESSAGE_OVERHEAD_TOKENS, estimate_tokens, recalled_messages
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.memory import Injected, fit_memory, memory_allowance, render_memory
 from sessiongate.core.segments import RecallFragment
@@ -58,7 +58,8 @@ def fit_turn_memory(
         fixed.append(newest)
     tokens = sum(cost(text) for text in fixed if text)
     if fragments:
-        tokens += cost(render_recall(sorted(fragments, key=lambda f: f.score, reverse=True)))
+        ranked = sorted(fragments, key=lambda f: f.score, reverse=True)
+        tokens += sum(cost(m.content) for m in recalled_messages(ranked))
     return fit_memory(chosen, memory_allowance(memory_budget(agent, ratio), tokens), cost)
 
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
 
-from sessiongate.core.context import MESSAGE_OVERHEAD_TOKENS, AssembledContext, estimate_tokens
+from sessiongate.core.context import (
+    MESSAGE_OVERHEAD_TOKENS,
+    RECALLED_SOURCES,
+    AssembledContext,
+    estimate_tokens,
+)
 from sessiongate.core.events import ContextTrimmedEvent
 from sessiongate.core.segments import Message, Segment
 from sessiongate.core.tool_calls import ThreadItem
@@ -75,8 +80,9 @@ def fit_context(
         return full, select([], budget=estimated_budget)
     fixed_tokens = sum(cost(m.content) for m in fixed)
     if fixed_tokens + units[-1].unit.tokens > estimated_budget and full.recall:
-        # The recalled fragments go first when the newest message would not fit.
-        fixed = [m for m in fixed if m.source != "recall"]
+        # The recalled fragments (and a carried-over summary) go first when the newest
+        # message would not fit.
+        fixed = [m for m in fixed if m.source not in RECALLED_SOURCES]
         fixed_tokens = sum(cost(m.content) for m in fixed)
         full = replace(full, recall=())
     working = select(
@@ -184,7 +190,8 @@ async def fit_turn_context(
         return replace(fitted, dropped_messages=fitted.dropped_messages + older)
     if working.next_compaction is None and not working.trimmed and older == 0 and not known:
         return fitted  # nothing to summarise, nothing read
-    records = await compactor.records(segment.session_id)
+    # Asked afresh (one small query): another gateway may have compacted it since.
+    records = await compactor.records(segment.session_id, fresh=True)
     if working.trimmed and compactor.running(segment.session_id):
         if await compactor.wait(segment.session_id):
             compactor.mark_waited(segment.session_id)  # the turn says it waited

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessiongate.core.working_set import CompactionRecord
-from sessiongate.store.compactions import COLUMNS, compaction_from_row
+from sessiongate.store.compactions import COLUMNS, Stamp, compaction_from_row
 from sessiongate.store.postgres.rows import utc
 from sessiongate.store.postgres.store import PostgresStore
 
@@ -47,6 +47,14 @@ class PostgresCompactionStore:
             session_id,
         )
         return [_record(row) for row in rows]
+
+    async def stamp(self, session_id: str) -> Stamp:
+        row = await self._store.pool.fetchrow(
+            "SELECT count(*), count(*) FILTER (WHERE reverted) FROM compactions"
+            " WHERE session_id = $1",
+            session_id,
+        )
+        return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
     async def set_reverted(self, compaction_id: str, reverted: bool) -> bool:
         status = await self._store.pool.execute(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessiongate.core.working_set import CompactionRecord
-from sessiongate.store.compactions import COLUMNS, compaction_from_row
+from sessiongate.store.compactions import COLUMNS, Stamp, compaction_from_row
 from sessiongate.store.sqlite.rows import from_micros, to_micros
 from sessiongate.store.sqlite.store import SQLiteStore
 
@@ -48,6 +48,13 @@ class SQLiteCompactionStore:
             (session_id,),
         ).fetchall()
         return [_record(row) for row in rows]
+
+    async def stamp(self, session_id: str) -> Stamp:
+        row = self._store.connection.execute(
+            "SELECT count(*), coalesce(sum(reverted), 0) FROM compactions WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
     async def set_reverted(self, compaction_id: str, reverted: bool) -> bool:
         with self._store.transaction() as db:
