@@ -67,9 +67,7 @@ def test_chat_shows_compactions_through_sessiongate_serve(tmp_path: Path) -> Non
     """Issue 21: `/compact` goes to the gateway, and its `compaction` event is a line."""
     from tests.support.served import relay_model, served_gateway
 
-    config = relay_model(tmp_path, "relay").replace(
-        'provider = "command"', 'provider = "command"\ncontext_window = 4096'
-    )
+    config = relay_model(tmp_path, "relay", context_window=4096)
     config += (
         '[agents.defaults]\nmodel = "relay"\n'
         "[agents.defaults.context]\nkeep_recent = 2\ncompact_at = 1.0\n"

@@ -32,9 +32,7 @@ def wait_for(receiver: Receiver, event: str, count: int, within: float = 20) -> 
 
 
 def test_compactions_are_hooks_and_metrics(tmp_path: Path, receiver: Receiver) -> None:
-    config = relay_model(tmp_path, "relay").replace(
-        'provider = "command"', 'provider = "command"\ncontext_window = 4096'
-    )
+    config = relay_model(tmp_path, "relay", context_window=4096)
     config += (
         '[agents.defaults]\nmodel = "relay"\n'
         "[agents.defaults.context]\nkeep_recent = 2\ncompact_at = 1.0\n"

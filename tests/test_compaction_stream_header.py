@@ -22,9 +22,7 @@ def chunks(response: httpx.Response) -> list[dict[str, object]]:
 
 
 def test_a_streamed_answer_names_the_compaction_in_its_headers(tmp_path: Path) -> None:
-    config = relay_model(tmp_path, "relay").replace(
-        'provider = "command"', 'provider = "command"\ncontext_window = 4096'
-    )
+    config = relay_model(tmp_path, "relay", context_window=4096)
     config += (
         '[agents.defaults]\nmodel = "relay"\n'
         "[agents.defaults.context]\nkeep_recent = 2\ncompact_at = 1.0\n"

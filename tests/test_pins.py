@@ -138,9 +138,7 @@ async def test_a_pinned_message_stays_raw_inside_a_compaction(tmp_path: Path) ->
 
 
 def test_pin_and_unpin_through_sessiongate_serve(tmp_path: Path) -> None:
-    config = relay_model(tmp_path, "relay").replace(
-        'provider = "command"', 'provider = "command"\ncontext_window = 2048'
-    )
+    config = relay_model(tmp_path, "relay", context_window=2048)
     config += (
         '[agents.defaults]\nmodel = "relay"\nmemory_window = 4\n'
         "[agents.defaults.context]\ncompact_at = 1.0\n"

@@ -43,13 +43,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def relay_model(directory: Path, name: str) -> str:
-    """A `[models.<name>]` section whose replies name the model that gave them."""
+def relay_model(directory: Path, name: str, *, context_window: int | None = None) -> str:
+    """A `[models.<name>]` section whose replies name the model that gave them;
+    `context_window` set when given (a small one makes compaction come soon)."""
     script = directory / "echo_relay.py"
     if not script.exists():
         script.write_text(ECHO_RELAY, encoding="utf-8")
     command = json.dumps([sys.executable, str(script), name])
-    return f'[models.{name}]\nprovider = "command"\ncommand = {command}\n'
+    section = f'[models.{name}]\nprovider = "command"\ncommand = {command}\n'
+    if context_window is not None:
+        section += f"context_window = {context_window}\n"
+    return section
 
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -88,9 +88,7 @@ async def test_a_divider_shows_the_summary_the_originals_and_undoes(tmp_path: Pa
 
 
 async def test_the_divider_through_sessiongate_serve(tmp_path: Path) -> None:
-    config = relay_model(tmp_path, "relay").replace(
-        'provider = "command"', 'provider = "command"\ncontext_window = 4096'
-    )
+    config = relay_model(tmp_path, "relay", context_window=4096)
     config += (
         '[agents.defaults]\nmodel = "relay"\n'
         "[agents.defaults.context]\nkeep_recent = 2\ncompact_at = 1.0\n"
