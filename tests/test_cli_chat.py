@@ -98,3 +98,10 @@ def test_working_set_events_in_words() -> None:
     assert waited.startswith("messages #1-#9 summarised (900 -> 40 tokens, compaction c1)")
     assert "waited" in waited
     assert compaction_line({"status": "unavailable"}) == "this agent's context is not compacted"
+    carried = {"carried_from": "s-1", "covers": {"first_seq": 1, "last_seq": 6, "count": 6}}
+    assert compaction_line({**carried, "status": "waited"}) == (
+        "the previous conversation (messages #1-#6) was summarised and carried over"
+        " (this turn waited for it)"
+    )
+    assert "not ready" in compaction_line({"status": "pending", "carried_from": "s-1"})
+    assert "nothing was carried over" in compaction_line({"status": "failed", "carried_from": "s"})

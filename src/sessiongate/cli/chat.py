@@ -168,6 +168,15 @@ def compaction_line(data: dict[str, object]) -> str:
     """A `compaction` event in words (docs/working_set.md)."""
     status = data.get("status")
     covers = data.get("covers") or {}
+    if data.get("carried_from"):  # the previous segment's summary, carried over
+        if status == "waited" and isinstance(covers, dict):
+            return (
+                f"the previous conversation (messages #1-#{covers.get('last_seq')}) was"
+                " summarised and carried over (this turn waited for it)"
+            )
+        if status == "pending":
+            return "the previous conversation's summary is not ready: this turn goes on without it"
+        return "summarising the previous conversation failed: nothing was carried over"
     if status in ("done", "waited") and isinstance(covers, dict):
         waited = " (this turn waited for it)" if status == "waited" else ""
         return (

@@ -123,8 +123,16 @@ export class TurnView {
   /** The working set (docs/working_set.md): older messages summarised, or left out. */
   on_compaction(data) {
     const covers = data.covers || {};
-    const text =
-      data.status === "done" || data.status === "waited"
+    const carried = data.carried_from
+      ? data.status === "waited"
+        ? `The previous conversation (messages #1 to #${covers.last_seq}) was summarised and carried over; this reply waited for it.`
+        : data.status === "pending"
+          ? "The previous conversation's summary is not ready yet; this reply goes on without it."
+          : "Summarising the previous conversation failed; nothing was carried over."
+      : null;
+    const text = carried
+      ? carried
+      : data.status === "done" || data.status === "waited"
         ? `Earlier messages #${covers.first_seq} to #${covers.last_seq} were summarised; the originals are kept.`
         : data.status === "failed"
           ? "Summarising earlier messages failed; nothing was lost."
