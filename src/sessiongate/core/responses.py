@@ -250,6 +250,47 @@ def output_items(
     return items
 
 
+#: The error of a background response whose gateway process stopped while it ran.
+ABANDONED_ERROR = {
+    "code": "server_error",
+    "message": "the gateway process running this response stopped before it ended",
+}
+
+
+def abandoned_response(
+    body: Mapping[str, Any],
+    text: str,
+    *,
+    end_status: str | None,
+    usage: Mapping[str, Any] | None,
+    cancelled: bool,
+) -> dict[str, Any]:
+    """A background response left `in_progress` by a process that died, ended as its
+    turn's stored reply says, the stored text kept: `completed` (`incomplete` when cut)
+    when the turn had stored its whole reply (`end_status` complete or truncated), else
+    `failed` with a `server_error` (as OpenAI ends a response its server could not
+    finish), or `cancelled` when a cancel had been asked for."""
+    ended = dict(body)
+    response_id = str(body["id"])
+    if end_status in ("complete", "truncated") and not cancelled:
+        cut = end_status == "truncated"
+        ended.update(
+            status="incomplete" if cut else "completed",
+            error=None,
+            incomplete_details={"reason": "max_output_tokens"} if cut else None,
+            output=output_items(response_id, text, [], "incomplete" if cut else "completed"),
+            usage=usage_of(usage),
+        )
+        return ended
+    suffix = response_id.removeprefix("resp_")
+    ended.update(
+        status="cancelled" if cancelled else "failed",
+        error=None if cancelled else dict(ABANDONED_ERROR),
+        output=[message_item(f"msg_{suffix}", text, "incomplete")] if text else [],
+    )
+    return ended
+
+
 def usage_of(usage: Mapping[str, Any] | None) -> dict[str, Any]:
     """The turn's usage (chat-completions' names) in the Responses API's shape, with
     `estimated: true` kept when the gateway counted it (models/base.py `Usage`)."""

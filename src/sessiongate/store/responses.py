@@ -59,6 +59,18 @@ def response_from_row(row: Any, to_time: Callable[[Any], datetime]) -> ResponseR
 
 
 class ResponseStore(Protocol):
+    @property
+    def process_token(self) -> int:
+        """This process's token: a background response it runs names it in its kept body,
+        so that another process can tell when the one running it is gone."""
+        ...
+
+    async def claimer_gone(self, token: int) -> bool:
+        """Whether no live process holds `token` (PostgreSQL: its liveness lock,
+        store/postgres/liveness.py; SQLite, which one process serves: any token but this
+        process's is of a process that stopped)."""
+        ...
+
     async def add(self, record: ResponseRecord) -> None:
         """Keep the row; a row with the same id (a background response finishing, a
         request that joined the turn) gets this one's tip and body."""

@@ -2,7 +2,8 @@
 answers at once with the response `in_progress` (kept), the turn runs on in this process
 (its events journalled: `GET …?stream=true` follows it) and its end is kept under the
 same id; `POST /v1/responses/{id}/cancel` cancels it (status `cancelled`; an ended one is
-answered as it is), in whichever process runs it: here at once, else through the
+answered as it is; one whose process died is ended as failed when read, keeping what its
+turn stored: service/responses.py), in whichever process runs it: here at once, else through the
 database: the cancel marks the kept body (compare and set, service/responses.py
 `request_cancel`) and the process running the response polls its row every
 `CANCEL_POLL_SECONDS` while it runs, as several gateways on one PostgreSQL (or
@@ -27,7 +28,7 @@ from sessiongate.api.turns import SSE_HEADERS
 from sessiongate.core.events import TurnEvent
 from sessiongate.core.response_events import ResponseShell
 from sessiongate.core.users import Caller
-from sessiongate.service.responses import CANCEL_REQUESTED, RUNNING, ResponseService
+from sessiongate.service.responses import CANCEL_REQUESTED, RUNNING, ResponseService, shown
 from sessiongate.service.turn.pipeline import TurnHandle
 
 router = APIRouter()
@@ -107,7 +108,7 @@ async def start_background(
     """Keep the response `in_progress`, run the turn on, keep its end."""
     response_id = turn.shell.response_id
     started = {**turn.shell.response("in_progress"), "background": True}
-    await service.record(caller, turn.key, started, turn.items)
+    await service.record(caller, turn.key, started, turn.items, running_here=True)
     running = running_of(request)
 
     async def on_done(response: dict[str, Any]) -> None:
@@ -166,5 +167,4 @@ async def cancel_response(response_id: str, user: CurrentUser, request: Request)
                 break
             await asyncio.sleep(CANCEL_POLL_SECONDS / 2)
             found = await service.get(caller, response_id) or found
-    body = {k: v for k, v in found.body.items() if k != CANCEL_REQUESTED}
-    return JSONResponse(body)
+    return JSONResponse(shown(found.body))

@@ -70,7 +70,7 @@ from sessiongate.service.conversation.client_turn import ClientTurn
 from sessiongate.service.conversation.locate import derived_key
 from sessiongate.service.engine import Engine
 from sessiongate.service.idempotency import IdempotentRequest, idempotent_request
-from sessiongate.service.responses import ResponseService, build_response_service
+from sessiongate.service.responses import ResponseService, build_response_service, shown
 from sessiongate.service.turn.client_reply import stateless_wire
 from sessiongate.service.turn.pipeline import InboundTurn
 
@@ -281,8 +281,8 @@ async def _create(
     if kept is not None:
         # The same Idempotency-Key again, its response kept: answered from it, as it was.
         if not body.stream:
-            return JSONResponse(kept.body, headers=headers)
-        replay = replayed(kept.body)
+            return JSONResponse(shown(kept.body), headers=headers)
+        replay = replayed(shown(kept.body))
         return StreamingResponse(
             (sse(event) for event in replay),
             media_type="text/event-stream",
@@ -332,7 +332,7 @@ async def get_response(
     if found is None:
         return not_found("Response", response_id).response()
     if stream.lower() not in ("true", "1"):
-        return JSONResponse(found.body)
+        return JSONResponse(shown(found.body))
     after = int(starting_after) if starting_after.lstrip("-").isdigit() else None
     if after is None:
         message = "starting_after must be an integer."
@@ -341,7 +341,7 @@ async def get_response(
     if entry is not None:
         events = sse_of(entry.follow(after))
         return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)
-    again = [sse(e) for e in replayed(found.body) if e["sequence_number"] > after]
+    again = [sse(e) for e in replayed(shown(found.body)) if e["sequence_number"] > after]
     return StreamingResponse(iter(again), media_type="text/event-stream", headers=SSE_HEADERS)
 
 

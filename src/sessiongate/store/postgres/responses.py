@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from sessiongate.store.postgres.liveness import CLAIMER_GONE_SQL
 from sessiongate.store.postgres.rows import utc
 from sessiongate.store.postgres.store import PostgresStore
 from sessiongate.store.responses import (
@@ -26,6 +27,15 @@ class PostgresResponseStore:
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
+
+    @property
+    def process_token(self) -> int:
+        return self._store.liveness.token
+
+    async def claimer_gone(self, token: int) -> bool:
+        if token == self._store.liveness.token:
+            return False  # this process: alive, whatever its liveness connection says
+        return bool(await self._store.pool.fetchval(f"SELECT {CLAIMER_GONE_SQL}", token))
 
     async def add(self, record: ResponseRecord) -> None:
         await self._store.pool.execute(

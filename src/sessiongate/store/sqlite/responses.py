@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import orjson
@@ -16,6 +17,10 @@ from sessiongate.store.responses import (
 from sessiongate.store.sqlite.rows import from_micros, to_micros
 from sessiongate.store.sqlite.store import SQLiteStore
 
+#: This process's token: one process serves a SQLite database (store/sqlite/serve_lock.py),
+#: so a background response claimed under another token was left by one that stopped.
+_PROCESS_TOKEN = secrets.randbelow(2**31 - 1) + 1
+
 
 def _record(row: Any) -> ResponseRecord:
     return response_from_row(row, from_micros)
@@ -26,6 +31,13 @@ class SQLiteResponseStore:
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
+
+    @property
+    def process_token(self) -> int:
+        return _PROCESS_TOKEN
+
+    async def claimer_gone(self, token: int) -> bool:
+        return token != _PROCESS_TOKEN
 
     async def add(self, record: ResponseRecord) -> None:
         with self._store.transaction() as db:
