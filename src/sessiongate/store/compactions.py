@@ -25,6 +25,28 @@ def stamp_of(records: Sequence[CompactionRecord]) -> Stamp:
     return (len(records), sum(1 for r in records if r.reverted))
 
 
+def compaction_values(
+    record: CompactionRecord, to_time: Callable[[datetime], Any]
+) -> tuple[Any, ...]:
+    """The record as the values of `COLUMNS`, in order (what `compaction_from_row` reads
+    back); `to_time` writes the store's time."""
+    return (
+        record.compaction_id,
+        record.session_id,
+        record.first_seq,
+        record.last_seq,
+        record.count,
+        record.summary,
+        record.model,
+        record.tokens_before,
+        record.tokens_after,
+        to_time(record.created_at),
+        record.previous_compaction_id,
+        record.instructions,
+        record.reverted,
+    )
+
+
 def compaction_from_row(row: Any, to_time: Callable[[Any], datetime]) -> CompactionRecord:
     """A row of `COLUMNS`; `to_time` reads the store's stored time."""
     return CompactionRecord(

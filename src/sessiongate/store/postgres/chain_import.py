@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sessiongate.core.segments import Message, Segment
 from sessiongate.errors import KeyExists
 from sessiongate.store.compactions import COLUMNS as COMPACTION_COLUMNS
+from sessiongate.store.compactions import compaction_values
 from sessiongate.store.exchange import ChainRecords, remap_compaction_ids, remap_session_ids
 from sessiongate.store.postgres.caps import check_key_cap
 from sessiongate.store.postgres.rows import dumps, insert_rotation, insert_segment, utc
@@ -121,24 +122,7 @@ async def _insert_working_set(
         await db.executemany(
             f"INSERT INTO compactions ({COMPACTION_COLUMNS}) VALUES "
             "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-            [
-                (
-                    c.compaction_id,
-                    c.session_id,
-                    c.first_seq,
-                    c.last_seq,
-                    c.count,
-                    c.summary,
-                    c.model,
-                    c.tokens_before,
-                    c.tokens_after,
-                    utc(c.created_at),
-                    c.previous_compaction_id,
-                    c.instructions,
-                    c.reverted,
-                )
-                for c in records.compactions
-            ],
+            [compaction_values(c, utc) for c in records.compactions],
         )
     if records.pins:
         await db.executemany(

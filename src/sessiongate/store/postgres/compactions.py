@@ -6,7 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from sessiongate.core.working_set import CompactionRecord
-from sessiongate.store.compactions import COLUMNS, Stamp, compaction_from_row
+from sessiongate.store.compactions import (
+    COLUMNS,
+    Stamp,
+    compaction_from_row,
+    compaction_values,
+)
 from sessiongate.store.postgres.rows import utc
 from sessiongate.store.postgres.store import PostgresStore
 
@@ -25,19 +30,7 @@ class PostgresCompactionStore:
         await self._store.pool.execute(
             f"INSERT INTO compactions ({COLUMNS}) VALUES "
             "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-            record.compaction_id,
-            record.session_id,
-            record.first_seq,
-            record.last_seq,
-            record.count,
-            record.summary,
-            record.model,
-            record.tokens_before,
-            record.tokens_after,
-            record.created_at,
-            record.previous_compaction_id,
-            record.instructions,
-            record.reverted,
+            *compaction_values(record, lambda instant: instant),  # asyncpg takes it as is
         )
 
     async def for_segment(self, session_id: str) -> list[CompactionRecord]:

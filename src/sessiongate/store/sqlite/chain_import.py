@@ -9,6 +9,7 @@ from collections.abc import Callable
 from sessiongate.core.segments import Message, Segment
 from sessiongate.errors import KeyExists
 from sessiongate.store.compactions import COLUMNS as COMPACTION_COLUMNS
+from sessiongate.store.compactions import compaction_values
 from sessiongate.store.exchange import ChainRecords, remap_compaction_ids, remap_session_ids
 from sessiongate.store.sqlite.caps import check_key_cap
 from sessiongate.store.sqlite.rows import dumps, insert_rotation, insert_segment, to_micros
@@ -128,24 +129,7 @@ def _insert_working_set(
         db.executemany(
             f"INSERT INTO compactions ({COMPACTION_COLUMNS}) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    c.compaction_id,
-                    c.session_id,
-                    c.first_seq,
-                    c.last_seq,
-                    c.count,
-                    c.summary,
-                    c.model,
-                    c.tokens_before,
-                    c.tokens_after,
-                    to_micros(c.created_at),
-                    c.previous_compaction_id,
-                    c.instructions,
-                    int(c.reverted),
-                )
-                for c in records.compactions
-            ],
+            [compaction_values(c, to_micros) for c in records.compactions],
         )
     db.executemany(
         "INSERT INTO pins (session_id, seq, created_at) VALUES (?, ?, ?)",

@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from sessiongate.core.working_set import CompactionRecord
-from sessiongate.store.compactions import COLUMNS, Stamp, compaction_from_row
+from sessiongate.store.compactions import (
+    COLUMNS,
+    Stamp,
+    compaction_from_row,
+    compaction_values,
+)
 from sessiongate.store.sqlite.rows import from_micros, to_micros
 from sessiongate.store.sqlite.store import SQLiteStore
 
@@ -25,21 +30,7 @@ class SQLiteCompactionStore:
             db.execute(
                 f"INSERT INTO compactions ({COLUMNS}) VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.compaction_id,
-                    record.session_id,
-                    record.first_seq,
-                    record.last_seq,
-                    record.count,
-                    record.summary,
-                    record.model,
-                    record.tokens_before,
-                    record.tokens_after,
-                    to_micros(record.created_at),
-                    record.previous_compaction_id,
-                    record.instructions,
-                    int(record.reverted),
-                ),
+                compaction_values(record, to_micros),
             )
 
     async def for_segment(self, session_id: str) -> list[CompactionRecord]:
