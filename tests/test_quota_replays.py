@@ -71,6 +71,7 @@ def _user_messages(served: Served, where: str) -> list[str]:
         path = served.config.parent / "data" / "sessiongate.db"
         with sqlite3.connect(path) as conn:
             return [r[0] for r in conn.execute(sql).fetchall()]
+
     async def fetch() -> list[str]:
         conn = await asyncpg.connect(where)
         try:
@@ -151,25 +152,40 @@ def test_replays_and_joins_are_free_and_new_turns_are_counted(
     assert _user_messages(served, where) == ["slow one", "two"]
 
 
-def test_the_websocket_refusal_frame_says_when_to_retry(gateway: tuple[Served, str]) -> None:
+def _until(ws: Any, kinds: set[str]) -> dict[str, Any]:
+    """The socket's next answer to one of its own frames of one of `kinds` (the frames
+    before it, and the copies of other turns on the key, skipped)."""
+    while True:
+        frame: dict[str, Any] = json.loads(ws.recv(timeout=15))
+        if frame["type"] in kinds and "frame" in frame:
+            return frame
+
+
+def test_the_websocket_refusal_frame_says_when_to_retry_and_a_resent_frame_is_free(
+    gateway: tuple[Served, str],
+) -> None:
     served, where = gateway
     _fresh_minute()
-    with served.client("bob") as bob:
-        assert _turn(bob, "one", None).status_code == 200
-        assert _turn(bob, "two", None).status_code == 200
-        expected = int(_turn(bob, "refused", None).headers["Retry-After"])
     ws_url = served.url.replace("http://", "ws://") + "/v1/ws"
-    with connect(ws_url, proxy=None) as ws:
+    with connect(ws_url, proxy=None) as ws, served.client("bob") as bob:
         ws.send(served.keys["bob"])
         assert ws.recv(timeout=10) == "authenticated"
-        frames: list[dict[str, Any]] = []
+        sent = {"content": "by socket", "session_id": "k", "client_message_id": "m-1"}
+        ws.send(json.dumps(sent))
+        assert _until(ws, {"complete", "error"})["type"] == "complete"
+        assert _turn(bob, "two", None).status_code == 200  # the quota (2) is used up
+        expected = int(_turn(bob, "refused", None).headers["Retry-After"])
         ws.send(json.dumps({"content": "socket refused", "session_id": "k"}))
-        while not frames or frames[-1]["type"] != "error":
-            frames.append(json.loads(ws.recv(timeout=10)))
-        frame = frames[-1]
-        assert frame["code"] == "quota_exceeded", frame
+        frame = _until(ws, {"complete", "error"})
+        assert frame["type"] == "error" and frame["code"] == "quota_exceeded", frame
         assert isinstance(frame["retry_after"], int)
         assert 1 <= frame["retry_after"] <= 60
         assert abs(frame["retry_after"] - expected) <= 2
         assert "requests per minute" in frame["message"]
-    assert "socket refused" not in _user_messages(served, where)
+        # The same frame again (a client that lost its answer): answered from its turn,
+        # not refused, not counted.
+        ws.send(json.dumps(sent))
+        again = _until(ws, {"complete", "error"})
+        assert again["type"] == "complete", again
+        assert _used(bob) == 2
+    assert _user_messages(served, where) == ["by socket", "two"]
