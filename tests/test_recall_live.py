@@ -196,3 +196,20 @@ def test_served_recall_scope_all_reads_another_keys_live_segment(tmp_path: Path)
         assert bobs.status_code == 200, bobs.text
         assert bobs.json()["fragments"]
         assert all("B0042" in f["content"] for f in bobs.json()["fragments"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_sqlites_live_index_bookkeeping_is_derived_and_not_migrated(gated: Engine) -> None:
+    from sessiongate.service.migrate import source_tables
+    from sessiongate.store.sqlite.store import SQLiteStore
+
+    assert isinstance(gated.store, SQLiteStore)
+    await collect(gated, "the locker code is 4812", key="gym")
+    assert await gated.sessions.recall("chat", ALICE, "locker", WHY, scope="all")
+    db = gated.store.connection
+    (through,) = db.execute("SELECT through_seq FROM recall_live").fetchone()
+    assert through == 2  # the user message and the reply
+    # `sessiongate migrate` copies what PostgreSQL keeps; it derives its own live index.
+    assert "recall_live" not in source_tables(db) and "messages" in source_tables(db)
+    await collect(gated, "/new", key="gym")
+    assert db.execute("SELECT count(*) FROM recall_live").fetchone() == (0,)
