@@ -35,6 +35,7 @@ from sessiongate.service.hooks import HookService
 from sessiongate.service.sessions import Caller
 from sessiongate.store.hooks import HookDelivery
 from tests.conftest import BACKENDS
+from tests.support import helpers
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.helpers import ScriptedModel, collect
 from tests.support.hook_receiver import Receiver, free_port
@@ -90,16 +91,7 @@ async def running_engine(settings: Settings, *, send: bool = True) -> AsyncItera
 
 
 async def eventually(check: Callable[[], bool | Awaitable[bool]], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("the condition did not hold in time")
-        await asyncio.sleep(0.02)
+    await helpers.eventually(check, within, every=0.02)
 
 
 async def deliveries(engine: Engine, status: str | None = None) -> list[HookDelivery]:

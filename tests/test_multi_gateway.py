@@ -40,6 +40,7 @@ from sessiongate.service.engine import Engine, build_engine
 from sessiongate.service.idempotency import IdempotentRequest, idempotent_request
 from sessiongate.service.turn.pipeline import InboundTurn
 from tests.conftest import START, make_settings
+from tests.support import helpers
 from tests.support.example_stubs import last_text, text_of
 from tests.support.helpers import ScriptedModel
 from tests.support.hook_receiver import Receiver
@@ -177,16 +178,7 @@ async def history(database_url: str, key: str) -> list[tuple[str, str, str]]:
 
 
 async def eventually(check: Callable[[], bool | Awaitable[bool]], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail("the condition never held")
-        await asyncio.sleep(0.05)
+    await helpers.eventually(check, within)
 
 
 def sse(text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.errors import ModelError
@@ -75,3 +76,20 @@ async def collect(
 
 def types(events: Sequence[Any]) -> list[str]:
     return [e.type for e in events]
+
+
+async def eventually(
+    check: Callable[[], bool | Awaitable[bool]], within: float, every: float = 0.05
+) -> None:
+    """Wait until `check` (sync or async) holds, asking every `every` seconds; fail the
+    test when it has not within `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        result = check()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("the condition did not hold in time")
+        await asyncio.sleep(every)
