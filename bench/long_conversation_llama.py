@@ -183,7 +183,13 @@ def main() -> None:
     weights = ensure_weights(SMOLLM2)
     with tempfile.TemporaryDirectory(prefix="long-llama-") as tmp:
         child = start_server(
-            SMOLLM2, weights, Path(tmp), threads=args.threads, seed=args.seed, n_ctx=args.n_ctx
+            SMOLLM2,
+            weights,
+            Path(tmp),
+            threads=args.threads,
+            seed=args.seed,
+            n_ctx=args.n_ctx,
+            queue_requests=True,
         )
         try:
             result: dict[str, Any] = asyncio.run(run(args, child.url))

@@ -227,8 +227,11 @@ def start_server(
     threads: int,
     seed: int,
     n_ctx: int = 2048,
+    queue_requests: bool = False,
 ) -> Child:
-    """`python -m llama_cpp.server` for one model on an ephemeral loopback port."""
+    """`python -m llama_cpp.server` for one model on an ephemeral loopback port. The
+    server interrupts a running completion when another request arrives, unless
+    `queue_requests` (a gateway sends titles and summaries beside the turns: they wait)."""
     port = free_port()
     alias = package.key
     command = [
@@ -258,6 +261,8 @@ def start_server(
     ]
     if package.chat_format:
         command += ["--chat_format", package.chat_format]
+    if queue_requests:
+        command += ["--interrupt_requests", "False"]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     log_path = workdir / f"llama-{alias}.log"
     process = spawn(command, log_path, env=env)
