@@ -11,8 +11,10 @@ from typing import Any
 import httpx
 
 from sessiongate.config import Settings
+from sessiongate.core.keys import KeyRef
+from sessiongate.core.working_set import in_force
 from sessiongate.service.engine import Engine, build_engine
-from tests.support.helpers import collect, types
+from tests.support.helpers import ScriptedModel, collect, types
 from tests.support.served import served_gateway
 from tests.support.window_stub import WindowStub
 
@@ -138,3 +140,43 @@ async def test_served_gateway_long_conversation_stays_within_the_window(tmp_path
     assert stub.overflows == 0 and max(stub.prompt_tokens) <= WINDOW
     assert announced > 0
     assert any(source.startswith("compaction:") for source in sources)
+
+
+async def test_a_summary_left_out_for_the_budget_is_announced(tmp_path: Path) -> None:
+    """The summary in force stands for messages older than the window; when even it
+    does not fit, what it stood for is counted in `context_trimmed`, never lost silently."""
+    huge = "x " * 16_000  # about 8,000 estimated tokens: past the whole budget
+
+    def reply(messages: Any) -> str:
+        if str(messages[0]["content"]).startswith("You compact the earlier part"):
+            return huge
+        return "ok"
+
+    model = ScriptedModel(reply=reply)
+    gw = build_engine(
+        Settings(
+            data_dir=tmp_path,
+            models={"scripted": {"provider": "offline", "context_window": 4096}},
+            agents={
+                "defaults": {"model": "scripted", "memory_window": 4, "context": {"keep_recent": 2}}
+            },
+            lifecycle={"timezone": "UTC"},
+        ),
+        models={"scripted": model},
+    )
+    await gw.start()
+    try:
+        for turn in range(3):
+            await collect(gw, f"turn {turn}", key="c:huge")
+            await gw.turns.drain()
+        segment = await gw.store.latest_segment(KeyRef("alice", "c:huge"))
+        record = in_force(await gw.turns.compactor.records(segment.session_id))
+        assert record is not None and record.summary.strip() == huge.strip()
+        events = await collect(gw, "and now?", key="c:huge")
+    finally:
+        await gw.aclose()
+    sent = next(r for r in model.requests if r[-1]["content"] == "and now?")
+    assert all(huge.strip() not in m["content"] for m in sent)
+    (trimmed,) = [e for e in events if e.type == "context_trimmed"]
+    # Everything before the window the summary stood for (the window: seqs 5-8).
+    assert trimmed.dropped >= record.last_seq

@@ -199,7 +199,11 @@ async def fit_turn_context(
     if records:
         fitted, working = fit(records)
     record = in_force(records)
-    covered_to = max(record.last_seq if record is not None else 0, segment.cleared_after_seq)
+    # Covered only while its summary is sent (over the budget it may go too: announced).
+    sent = record is not None and working.summary is not None
+    covered_to = max(
+        record.last_seq if record is not None and sent else 0, segment.cleared_after_seq
+    )
     uncovered = max(older + segment.cleared_after_seq - covered_to, 0)
     if extra:  # the pinned messages older than the window are in the context
         uncovered = max(uncovered - sum(1 for m in thread[:extra] if m.seq > covered_to), 0)
