@@ -2,7 +2,8 @@
 same `Idempotency-Key` that is replayed (its turn ended) or joined (its turn still runs)
 runs nothing and is not counted against the requests-per-minute quota, even once the user
 is over it; a request with a new key is counted and refused as before, before anything
-is stored. The WebSocket's refusal frame says when to come back (`retry_after`).
+is stored. The WebSocket's refusal frame says when to come back (`retry_after`). A
+stateless request (a one-shot reply kept nowhere) counts like any other.
 
 Through `sessiongate serve`, on SQLite and on PostgreSQL.
 """
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +42,9 @@ sys.stdout.write(f"echo: {content}")
 """
 
 
-def _config(directory: Path, database_url: str | None) -> str:
+def _config(
+    directory: Path, database_url: str | None, quotas: str = "requests_per_minute = 2"
+) -> str:
     script = directory / "slow_relay.py"
     script.write_text(SLOW_RELAY, encoding="utf-8")
     command = json.dumps([sys.executable, str(script)])
@@ -48,12 +52,12 @@ def _config(directory: Path, database_url: str | None) -> str:
     text += '[agents.defaults]\nmodel = "relay"\n'
     if database_url is not None:
         text += f"[database]\nurl = {json.dumps(database_url)}\npool_size = 4\n"
-    return text + "[quotas]\nrequests_per_minute = 2\n"
+    return text + f"[quotas]\n{quotas}\n"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Served, str]]:
-    users: dict[str, tuple[str, ...]] = {"alice": (), "bob": ()}
+    users: dict[str, tuple[str, ...]] = {"alice": (), "bob": (), "carol": ()}
     if request.param == "sqlite":
         with served_gateway(tmp_path, _config(tmp_path, None), users) as g:
             yield g, "sqlite"
@@ -63,6 +67,11 @@ def gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Se
         served_gateway(tmp_path, _config(tmp_path, url), users) as g,
     ):
         yield g, url
+
+
+@contextmanager
+def _no_database() -> Iterator[None]:
+    yield None
 
 
 def _user_messages(served: Served, where: str) -> list[str]:
@@ -189,3 +198,48 @@ def test_the_websocket_refusal_frame_says_when_to_retry_and_a_resent_frame_is_fr
         assert again["type"] == "complete", again
         assert _used(bob) == 2
     assert _user_messages(served, where) == ["by socket", "two"]
+
+
+def test_stateless_requests_count_against_the_quota(gateway: tuple[Served, str]) -> None:
+    served, where = gateway
+    _fresh_minute()
+    with served.client("carol") as carol:
+        # `store: false` without a conversation: a one-shot reply, kept nowhere.
+        one_shot = {"model": "main", "input": "nothing kept", "store": False}
+        for _ in range(2):
+            answer = carol.post("/v1/responses", json=one_shot)
+            assert answer.status_code == 200, answer.text
+        refused = carol.post("/v1/responses", json=one_shot)
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["error"]["code"] == "quota_exceeded"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        # A task request (Open WebUI's title generation): stateless too, refused alike.
+        task = carol.post(
+            "/v1/chat/completions",
+            json={"model": "main", "messages": [{"role": "user", "content": "a title"}]},
+            headers={"X-OpenWebUI-Task": "title_generation"},
+        )
+        assert task.status_code == 429, task.text
+        assert 1 <= int(task.headers["Retry-After"]) <= 60
+        assert _used(carol) == 2
+    assert _user_messages(served, where) == []
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_stateless_replys_tokens_count_against_the_day(store: str, tmp_path: Path) -> None:
+    users: dict[str, tuple[str, ...]] = {"dave": ()}
+    with fresh_database_sync() if store == "postgres" else _no_database() as url:
+        config = _config(tmp_path, url, "tokens_per_day = 5")
+        with served_gateway(tmp_path, config, users) as served, served.client("dave") as dave:
+            one_shot = {"model": "main", "input": "count my tokens", "store": False}
+            assert dave.post("/v1/responses", json=one_shot).status_code == 200
+            deadline = time.monotonic() + 10
+            while True:  # added in the background once the reply ended
+                quotas = dave.get("/v1/me/quotas").json()["quotas"]
+                if quotas["tokens_per_day"]["used"] > 0 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert quotas["tokens_per_day"]["used"] >= 5, quotas
+            refused = dave.post("/v1/responses", json=one_shot)
+            assert refused.status_code == 429, refused.text
+            assert "tokens per day" in refused.json()["error"]["message"]

@@ -199,9 +199,11 @@ async def chat_completions(
     parsed, tools_note = fit_client_tools(agent, capabilities_of(model).tools, parsed)
     completion = _Completion(body, config)
     if _one_shot(agent, parsed, x_openwebui_task, config):
+        await engine.turns.count_request(caller)  # a reply like any other: over quota, 429
         wire = stateless_wire(agent, parsed.system, parsed.wire)
         turn_id = engine.sessions.ids.new()
         handle = _conversations(engine).stateless.start(turn_id, agent, wire, parsed.options)
+        engine.turns.spend_when_done(caller, handle)
         events = handle.events()
         first = await anext(events)
         if isinstance(first, ErrorEvent):

@@ -220,9 +220,11 @@ async def _create(
         raise OpenAIError(400, message, "invalid_value", "background")
     key = ""
     if stateless:
+        await engine.turns.count_request(caller)  # a reply like any other: over quota, 429
         turn_id = engine.sessions.ids.new()
         wire = stateless_wire(agent, parsed.system, parsed.wire)
         handle = conversations.stateless.start(turn_id, agent, wire, parsed.options)
+        engine.turns.spend_when_done(caller, handle)
         handle.reasoning_events = True  # before its task first runs
         events = handle.events()
         first = await anext(events)

@@ -229,6 +229,19 @@ class TurnService:
             return self.agent(name)
         return await self.access.check(caller, name)
 
+    async def count_request(self, caller: Caller) -> None:
+        """Count a request that runs no turn on a key (a stateless, one-shot reply)
+        against the caller's quotas, as `admit` counts a turn: QuotaExceeded (429)."""
+        if self.quotas is not None:
+            await self.quotas.admit(caller)
+
+    def spend_when_done(self, caller: Caller, handle: TurnHandle) -> None:
+        """Add a stateless reply's usage to the caller's day once it ends, as a turn's."""
+        quotas, task = self.quotas, handle.task
+        if quotas is None or task is None or not quotas.counts_tokens(caller):
+            return
+        task.add_done_callback(lambda _: self._spend_tokens(quotas, caller, handle))
+
     async def admit(self, inbound: InboundTurn, *, count: bool = True) -> InboundTurn:
         """The turn with its agent chosen and found usable by its caller; raises
         AgentNotAllowed before anything is queued or written. A delegated turn (an
@@ -321,19 +334,19 @@ class TurnService:
         finally:
             handle.close()
             if self.quotas is not None and inbound.depth == 0:
-                self._spend_tokens(self.quotas, inbound, handle)
+                self._spend_tokens(self.quotas, inbound.caller, handle)
             self.after.schedule(finished_turn(inbound, ref, agent.name, handle))
             self._finished(turn_outcome(ref, agent.name, handle, time.perf_counter() - started))
 
-    def _spend_tokens(self, quotas: QuotaService, inbound: InboundTurn, handle: TurnHandle) -> None:
+    def _spend_tokens(self, quotas: QuotaService, caller: Caller, handle: TurnHandle) -> None:
         """Add the turn's usage to the caller's day, in the background (drained with the
         turns), when a tokens quota applies to them."""
-        if not quotas.counts_tokens(inbound.caller):
+        if not quotas.counts_tokens(caller):
             return
         tokens = sum(usage_tokens(e.usage) for e in handle.journal if isinstance(e, EndEvent))
         if tokens <= 0:
             return
-        task = asyncio.get_running_loop().create_task(quotas.spend(inbound.caller, tokens))
+        task = asyncio.get_running_loop().create_task(quotas.spend(caller, tokens))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
