@@ -177,6 +177,25 @@ def test_carry_over_through_sessiongate_serve(tmp_path: Path) -> None:
         assert (waited["status"], waited["carried_from"]) == ("waited", second)
         assert frames[-1]["type"] == "complete"
 
+        # And on the OpenAI route: the header names the summary the turn waited for.
+        time.sleep(1.5)
+        answer = http.post(
+            "/v1/chat/completions",
+            headers={"X-Session-Key": "c:s"},
+            json={"model": "main", "messages": [{"role": "user", "content": "once more"}]},
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["session"]["rotation"]["reason"] == "idle"
+        third = answer.json()["session"]["session_id"]
+        carried = http.get("/v1/sessions/c:s/compactions").json()  # the latest segment's: none
+        assert carried["compactions"] == [] and third != second
+        named = answer.headers["X-Context-Compacted"]
+        context = http.get("/v1/sessions/c:s/context").json()
+        (block,) = [m for m in context["messages"] if m["source"] == "carry_over"]
+        assert "back again" in block["content"]  # the summary of the second segment
+        assert named  # one id: the record of the second segment the turn waited for
+        assert "," not in named
+
 
 async def ws_turn(served: Served, key: str, content: str) -> list[dict[str, Any]]:
     ws_url = served.url.replace("http://", "ws://") + "/v1/ws"
