@@ -66,7 +66,16 @@ def openai_wire_server(respond: Responder) -> Iterator[WireServer]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
-            body = json.loads(self.rfile.read(length) or b"{}")
+            raw = self.rfile.read(length)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                # As an OpenAI server answers a path it lacks (a gateway probing for
+                # Ollama's /api/show to learn the window): not a chat request.
+                self.send_response(404)
+                self.send_header("content-length", "0")
+                self.send_header("connection", "close")
+                self.end_headers()
+                return
+            body = json.loads(raw or b"{}")
             with lock:
                 seen.append(body)
             answer = respond(body)
