@@ -42,7 +42,7 @@ from sessiongate.service.agents import AgentProfile
 from sessiongate.service.budgets import TokenCalibration
 from sessiongate.service.pins import PinBoard
 from sessiongate.store.base import Store
-from sessiongate.store.compactions import CompactionStore, stamp_of
+from sessiongate.store.compactions import CompactionStore, Stamp, stamp_of
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,20 @@ def compaction_event(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class HeldRecords:
+    """A segment's records as this process holds them, with what every turn of a long
+    thread asks of them worked out once (a segment may hold thousands of records)."""
+
+    records: tuple[CompactionRecord, ...]
+    current: CompactionRecord | None
+    stamp: Stamp
+
+    @classmethod
+    def of(cls, records: tuple[CompactionRecord, ...]) -> HeldRecords:
+        return cls(records, in_force(records), stamp_of(records))
+
+
 class Compactor:
     def __init__(
         self,
@@ -124,7 +138,7 @@ class Compactor:
         self.ids = IdGenerator(clock)
         self.clock = clock
         #: Per segment, most recently used last; at most MAX_CACHED_SEGMENTS.
-        self._records: OrderedDict[str, tuple[CompactionRecord, ...]] = OrderedDict()
+        self._records: OrderedDict[str, HeldRecords] = OrderedDict()
         self._due: dict[str, Due] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._news: dict[str, list[CompactionEvent]] = {}
@@ -155,18 +169,31 @@ class Compactor:
         process added or reverted one since (one small query; read again if so) — for
         a path that reads them anyway (a thread past `compact_at` or the window, a
         compaction about to be planned), never for the common short thread."""
-        found = self._records.get(session_id)
+        held = await self._held(session_id, fresh=fresh)
+        return held.records if held is not None else ()
+
+    async def current(self, session_id: str, *, fresh: bool = False) -> CompactionRecord | None:
+        """The segment's record in force (core/working_set.py `in_force`), worked out once
+        per change instead of by a scan of every record on every turn."""
+        held = await self._held(session_id, fresh=fresh)
+        return held.current if held is not None else None
+
+    async def _held(self, session_id: str, *, fresh: bool) -> HeldRecords | None:
+        held = self._records.get(session_id)
         rows = self.rows
-        if found is not None and fresh and rows is not None:
-            found = found if await rows.stamp(session_id) == stamp_of(found) else None
-        if found is None and self.rows is not None:
-            found = tuple(await self.rows.for_segment(session_id))
-        if found is not None:
-            self._keep(session_id, found)
-        return found or ()
+        if held is not None and fresh and rows is not None:
+            held = held if await rows.stamp(session_id) == held.stamp else None
+        if held is None and rows is not None:
+            held = HeldRecords.of(tuple(await rows.for_segment(session_id)))
+        if held is not None:
+            self._records[session_id] = held
+            self._records.move_to_end(session_id)
+            while len(self._records) > MAX_CACHED_SEGMENTS:
+                self._records.popitem(last=False)
+        return held
 
     def _keep(self, session_id: str, records: tuple[CompactionRecord, ...]) -> None:
-        self._records[session_id] = records
+        self._records[session_id] = HeldRecords.of(records)
         self._records.move_to_end(session_id)
         while len(self._records) > MAX_CACHED_SEGMENTS:
             self._records.popitem(last=False)
@@ -180,7 +207,8 @@ class Compactor:
 
     def cached(self, session_id: str) -> tuple[CompactionRecord, ...]:
         """The records this process already holds for the segment (no read)."""
-        return self._records.get(session_id, ())
+        held = self._records.get(session_id)
+        return held.records if held is not None else ()
 
     async def revert(self, session_id: str, compaction_id: str) -> CompactionRecord:
         """Put a record's span back to raw (the record before it is in force again; a

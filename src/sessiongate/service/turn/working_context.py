@@ -23,7 +23,6 @@ from sessiongate.core.working_set import (
     CompactionRecord,
     WorkingSet,
     WorkingSetPolicy,
-    in_force,
     render_summary,
     select,
 )
@@ -191,14 +190,13 @@ async def fit_turn_context(
     if working.next_compaction is None and not working.trimmed and older == 0 and not known:
         return fitted  # nothing to summarise, nothing read
     # Asked afresh (one small query): another gateway may have compacted it since.
-    records = await compactor.records(segment.session_id, fresh=True)
+    record = await compactor.current(segment.session_id, fresh=True)
     if working.trimmed and compactor.running(segment.session_id):
         if await compactor.wait(segment.session_id):
             compactor.mark_waited(segment.session_id)  # the turn says it waited
-        records = await compactor.records(segment.session_id)
-    if records:
-        fitted, working = fit(records)
-    record = in_force(records)
+        record = await compactor.current(segment.session_id)
+    if record is not None:  # only the record in force matters to the rule
+        fitted, working = fit((record,))
     # Covered only while its summary is sent (over the budget it may go too: announced).
     sent = record is not None and working.summary is not None
     covered_to = max(
