@@ -1,6 +1,8 @@
-"""The pinned items a turn receives are read once per user and `PINNED_TTL_SECONDS`, not
-on every turn (most users have none, and the read was the one query injection added to
-every turn); a write through this process, or the user's erasure, drops them at once."""
+"""A user with no pinned item is believed to have none for `PINNED_TTL_SECONDS`, so their
+turns do not each pay a read for an empty list (most users; the read was the one query
+injection added to every turn). A user who has pinned items is read on every turn, so a
+forget or an unpin made anywhere (another gateway, the CLI) holds for the very next turn;
+a write through this process, or the user's erasure, ends the belief at once."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 from sessiongate.config import Settings
 from sessiongate.config.memory import MemoryPolicy
 from sessiongate.core.clock import ManualClock
+from sessiongate.core.memory import MemoryItem
 from sessiongate.service import memory as memory_module
 from sessiongate.service.engine import build_engine
 from sessiongate.service.user_erasure import user_erasure
@@ -20,7 +23,7 @@ from tests.conftest import START
 PINNED = MemoryPolicy(inject="pinned")
 
 
-async def test_pinned_items_are_read_once_and_dropped_by_a_write(
+async def test_no_pinned_items_is_read_once_and_pinned_ones_every_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = build_engine(
@@ -47,24 +50,46 @@ async def test_pinned_items_are_read_once_and_dropped_by_a_write(
         assert await turn_items() == []
         assert reads == ["alice"]  # the second turn read nothing
 
+        # Pinned through this process: the next turn has it, and every turn reads.
         kept = await memory.add("alice", "likes tea", pinned=True)
-        assert await turn_items() == ["likes tea"]  # the write dropped what was held
-        assert len(reads) == 2
-        await memory.patch("alice", kept.memory_id, pinned=False)
+        assert await turn_items() == ["likes tea"]
+        assert await turn_items() == ["likes tea"]
+        assert len(reads) == 3
+
+        # Unpinned behind this process's back (another gateway, the CLI): the very
+        # next turn no longer has it.
+        await memory.store.update_item(
+            "alice", kept.memory_id, pinned=False, scope="user", edited_at=START
+        )
         assert await turn_items() == []
 
-        # Past the time to live, a write elsewhere (another gateway, the CLI) shows.
-        monkeypatch.setattr(memory_module, "PINNED_TTL_SECONDS", 0.0)
+        # Pinned behind its back while "none" is believed: it shows once that lapses.
         await memory.store.update_item(
             "alice", kept.memory_id, pinned=True, scope="user", edited_at=START
         )
+        assert await turn_items() == []
+        monkeypatch.setattr(memory_module, "PINNED_TTL_SECONDS", 0.0)
         assert await turn_items() == ["likes tea"]
 
-        # Erasing the user leaves nothing of theirs held.
+        # Erasing a user who had none leaves nothing believed about the name.
         monkeypatch.setattr(memory_module, "PINNED_TTL_SECONDS", 3600.0)
-        assert await turn_items() == ["likes tea"]
-        await engine.users.add("alice")
-        await user_erasure(engine).erase("alice", by="operator")
-        assert await turn_items() == []
+        assert await turn_items("bob") == []
+        await engine.users.add("bob")
+        await user_erasure(engine).erase("bob", by="operator")
+        await memory.store.add_item(
+            MemoryItem(
+                memory_id="mem_" + "0" * 31 + "1",
+                user="bob",
+                text="new bob likes maps",
+                scope="user",
+                pinned=True,
+                source=None,
+                created_by="user",
+                created_at=START,
+            ),
+            None,
+            None,
+        )
+        assert await turn_items("bob") == ["new bob likes maps"]
     finally:
         await engine.aclose()

@@ -73,10 +73,12 @@ CANDIDATES = 50
 #: A turn's relevant items come from the best this-many (at least 4 * max_items) of each
 #: ranking: deeper lists would only be read to be dropped.
 RELEVANT_DEPTH = 24
-#: How long a user's pinned items are reused by turns without a read. This process's own
-#: writes drop them at once; a write by another gateway or the CLI shows within this.
+#: How long "this user has no pinned items" is believed without a read. This process's
+#: own writes end it at once; an item pinned through another gateway or the CLI shows
+#: within this. A user who has pinned items is read on every turn, so a forget or an
+#: unpin anywhere holds for the very next turn.
 PINNED_TTL_SECONDS = 5.0
-#: Users whose pinned items are held at once (the least recently used go first).
+#: Users believed to have no pinned item at once (the least recently used go first).
 PINNED_CACHE_USERS = 10_000
 
 
@@ -125,9 +127,10 @@ class MemoryService:
         self.ids = ids
         self.clock = clock
         self.max_items_per_user = max_items_per_user
-        #: Per user, (when read by `time.monotonic`, the valid pinned items): the read
-        #: every turn would otherwise make, most users having none (docs/memory.md).
-        self._pinned: OrderedDict[str, tuple[float, list[MemoryItem]]] = OrderedDict()
+        #: Per user who had no valid pinned item, when that was read (`time.monotonic`):
+        #: the read every turn would otherwise make, most users having none
+        #: (docs/memory.md).
+        self._unpinned: OrderedDict[str, float] = OrderedDict()
 
     def forget_owner(self, user: str) -> None:
         """The user was erased: nothing of theirs stays held here."""
@@ -135,19 +138,22 @@ class MemoryService:
 
     def _changed(self, user: str) -> None:
         """The user's items changed here: the next turn reads them again."""
-        self._pinned.pop(user, None)
+        self._unpinned.pop(user, None)
 
     async def _pinned_items(self, user: str) -> list[MemoryItem]:
         now = time.monotonic()
-        held = self._pinned.get(user)
-        if held is not None and now - held[0] < PINNED_TTL_SECONDS:
-            self._pinned.move_to_end(user)
-            return held[1]
+        read_at = self._unpinned.get(user)
+        if read_at is not None and now - read_at < PINNED_TTL_SECONDS:
+            self._unpinned.move_to_end(user)
+            return []
         items = await self.store.valid_items(user, pinned_only=True)
-        self._pinned[user] = (now, items)
-        self._pinned.move_to_end(user)
-        while len(self._pinned) > PINNED_CACHE_USERS:
-            self._pinned.popitem(last=False)
+        if items:  # never held: a forget or unpin must hold for the next turn
+            self._unpinned.pop(user, None)
+            return items
+        self._unpinned[user] = now
+        self._unpinned.move_to_end(user)
+        while len(self._unpinned) > PINNED_CACHE_USERS:
+            self._unpinned.popitem(last=False)
         return items
 
     # -- reads ------------------------------------------------------------------------
