@@ -9,10 +9,11 @@ pointed at the server) and one key gets `--turns` turns (200) of 60 to 400 chara
 facts a user tells an assistant, each turn answered by the model, and summaries written
 by the same model after turns, for the next one.
 
-The gateway is not told the window: it reads it from llama.cpp's `/props` when the
-gateway discovers windows (docs/working_set.md), and otherwise starts from its default
-and learns the hard way, from the server's overflow answer (compact or trim, retry once).
-Either way no turn may fail.
+The gateway is told the window (`context_window = n_ctx`): llama-cpp-python's server,
+unlike llama.cpp's own, has no `/props` to discover it from, and past the window it ends
+the stream with no error object (its `ValueError` closes the response), which no client
+can tell from a dropped connection; so the overflow retry cannot help there. No turn may
+fail.
 
 Measured: failed turns; the `compaction` and `context_trimmed` events the turns carried;
 how far the gateway's token estimate was from the server's own count of the prompt, on
@@ -95,8 +96,11 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, float]:
                         "provider": "openai",
                         "model": SMOLLM2.key,
                         "base_url": url + "/v1",
-                        "max_retries": 0,
                         "read_timeout": "300s",
+                        # llama-cpp-python's server tells no window (no /props; llama.cpp's
+                        # own server does) and, past it, ends the stream with no error
+                        # object: the gateway must be told.
+                        "context_window": args.n_ctx,
                     }
                 },
                 agents={
