@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +25,7 @@ from websockets.asyncio.client import connect
 
 from tests.support.gateway import parse_sse
 from tests.support.pg import fresh_database
+from tests.support.served import serve_process
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "from sessiongate.cli.main import app; app()"]
@@ -113,24 +112,8 @@ def add_user(config: Path) -> str:
 
 @contextmanager
 def serving(config: Path, log: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [*CLI, "serve", "--config", str(config), *args],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            start_new_session=True,
-        )
-    try:
+    with serve_process([*CLI, "serve", "--config", str(config), *args], log) as proc:
         yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:

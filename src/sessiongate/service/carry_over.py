@@ -25,7 +25,6 @@ from dataclasses import replace
 
 from sessiongate.core.events import CompactionEvent
 from sessiongate.core.segments import RecallFragment, Role, RotationReason, RotationRecord, Segment
-from sessiongate.core.working_set import in_force
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.compaction import Compactor, compaction_event
 from sessiongate.store.base import Store
@@ -91,10 +90,9 @@ class CarryOver:
                 log.info("carry-over of %s not ready: the turn goes on without it", previous)
             if waited is not None and announce is not None:
                 announce(waited)
-        records = await self.compactor.records(previous)
-        if in_force(records) is None:  # not made yet here: perhaps by another process
-            records = await self.compactor.records(previous, fresh=True)
-        record = in_force(records)
+        record = await self.compactor.current(previous)
+        if record is None:  # not made yet here: perhaps by another process
+            record = await self.compactor.current(previous, fresh=True)
         if record is None:
             return []
         return [
@@ -129,7 +127,7 @@ class CarryOver:
                 return None
             whole = replace(agent, working_set=replace(agent.working_set, keep_recent=0))
             for _ in range(MAX_PASSES):
-                record = in_force(await self.compactor.records(previous))
+                record = await self.compactor.current(previous)
                 if record is not None and record.last_seq >= segment.message_count:
                     break
                 # (compact reads the records afresh: another process may have made it.)
