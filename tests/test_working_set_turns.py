@@ -5,14 +5,27 @@ request over the window, and what the model stops seeing is announced
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from sessiongate.config import Settings
+from sessiongate.core.context import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 from sessiongate.core.keys import KeyRef
 from sessiongate.core.working_set import in_force
+from sessiongate.models.base import (
+    NO_OPTIONS,
+    ModelChunk,
+    ModelOptions,
+    TextDelta,
+    Usage,
+    WireMessage,
+)
 from sessiongate.service.engine import Engine, build_engine
 from tests.support.helpers import ScriptedModel, collect, types
 from tests.support.served import served_gateway
@@ -144,15 +157,11 @@ async def test_served_gateway_long_conversation_stays_within_the_window(tmp_path
 
 async def test_a_summary_left_out_for_the_budget_is_announced(tmp_path: Path) -> None:
     """The summary in force stands for messages older than the window; when even it
-    does not fit, what it stood for is counted in `context_trimmed`, never lost silently."""
+    does not fit, what it stood for is counted in `context_trimmed`, never lost silently.
+    (The summariser never stores a summary longer than what it read, so such a record
+    comes from a wider window: another gateway's model, or before a config change.)"""
     huge = "x " * 16_000  # about 8,000 estimated tokens: past the whole budget
-
-    def reply(messages: Any) -> str:
-        if str(messages[0]["content"]).startswith("You compact the earlier part"):
-            return huge
-        return "ok"
-
-    model = ScriptedModel(reply=reply)
+    model = ScriptedModel(reply=lambda messages: "ok")
     gw = build_engine(
         Settings(
             data_dir=tmp_path,
@@ -170,8 +179,20 @@ async def test_a_summary_left_out_for_the_budget_is_announced(tmp_path: Path) ->
             await collect(gw, f"turn {turn}", key="c:huge")
             await gw.turns.drain()
         segment = await gw.store.latest_segment(KeyRef("alice", "c:huge"))
-        record = in_force(await gw.turns.compactor.records(segment.session_id))
-        assert record is not None and record.summary.strip() == huge.strip()
+        compactor = gw.turns.compactor
+        small = in_force(await compactor.records(segment.session_id))
+        assert small is not None and small.summary == "ok"
+        record = replace(
+            small,
+            compaction_id="wider-window",
+            summary=huge,
+            tokens_after=8_000,
+            created_at=small.created_at + timedelta(seconds=1),
+            previous_compaction_id=small.compaction_id,
+        )
+        assert compactor.rows is not None
+        await compactor.rows.add(record)
+        assert in_force(await compactor.records(segment.session_id, fresh=True)) == record
         events = await collect(gw, "and now?", key="c:huge")
     finally:
         await gw.aclose()
@@ -180,3 +201,106 @@ async def test_a_summary_left_out_for_the_budget_is_announced(tmp_path: Path) ->
     (trimmed,) = [e for e in events if e.type == "context_trimmed"]
     # Everything before the window the summary stood for (the window: seqs 5-8).
     assert trimmed.dropped >= record.last_seq
+
+
+async def test_a_summary_no_shorter_than_its_span_is_refused(tmp_path: Path) -> None:
+    """A small model may answer a summary request with more than it read (a letter, the
+    messages again): that record would cost more of the budget than the messages it
+    stands for, so it is refused like a failed summary: nothing stored, the turn trims
+    (announced) and a later turn tries again."""
+    longer = "a long letter instead of a summary " * 200
+
+    def reply(messages: Any) -> str:
+        if str(messages[0]["content"]).startswith("You compact the earlier part"):
+            return longer
+        return "ok"
+
+    model = ScriptedModel(reply=reply)
+    gw = build_engine(
+        Settings(
+            data_dir=tmp_path,
+            models={"scripted": {"provider": "offline", "context_window": 4096}},
+            agents={
+                "defaults": {"model": "scripted", "memory_window": 4, "context": {"keep_recent": 2}}
+            },
+            lifecycle={"timezone": "UTC"},
+        ),
+        models={"scripted": model},
+    )
+    await gw.start()
+    try:
+        for turn in range(3):
+            await collect(gw, f"turn {turn}", key="c:letter")
+            await gw.turns.drain()
+        asked = [r for r in model.requests if str(r[0]["content"]).startswith("You compact")]
+        assert asked  # the summariser was asked, and answered
+        segment = await gw.store.latest_segment(KeyRef("alice", "c:letter"))
+        assert await gw.turns.compactor.records(segment.session_id, fresh=True) == ()
+        events = await collect(gw, "and now?", key="c:letter")
+    finally:
+        await gw.aclose()
+    assert types(events)[-1] == "end"
+    failed = [e for e in events if e.type == "compaction"]
+    assert failed and all(e.status == "failed" for e in failed)
+    (trimmed,) = [e for e in events if e.type == "context_trimmed"]
+    assert trimmed.dropped > 0
+    sent = next(r for r in model.requests if r[-1]["content"] == "and now?")
+    assert all(longer.strip() not in str(m["content"]) for m in sent)
+
+
+class CountingModel(ScriptedModel):
+    """Answers "ok" (a summary too) and reports, for summary requests only, `factor`
+    times the gateway's own estimate of their prompt; turns report an estimate, which
+    teaches nothing: so any correction comes from the summaries."""
+
+    def __init__(self, factor: float, *, summaries_estimated: bool = False) -> None:
+        super().__init__(reply=lambda messages: "ok")
+        self.factor = factor
+        self.summaries_estimated = summaries_estimated
+
+    async def stream(
+        self, messages: Sequence[WireMessage], options: ModelOptions = NO_OPTIONS
+    ) -> AsyncIterator[ModelChunk]:
+        self.requests.append([dict(m) for m in messages])
+        yield TextDelta("ok")
+        if str(messages[0]["content"]).startswith("You compact the earlier part"):
+            estimate = sum(
+                estimate_tokens(str(m["content"])) + MESSAGE_OVERHEAD_TOKENS for m in messages
+            )
+            reported = int(estimate * self.factor)
+            yield Usage(prompt_tokens=reported, estimated=self.summaries_estimated)
+        else:
+            yield Usage(prompt_tokens=7, estimated=True)
+
+
+@pytest.mark.parametrize(("estimated", "corrected"), [(False, True), (True, False)])
+async def test_summary_requests_correct_the_estimate(
+    tmp_path: Path, estimated: bool, corrected: bool
+) -> None:
+    """A server whose streamed turns report no usage may still count the summary
+    request's prompt: that count corrects the model's estimate as a turn's does (an
+    estimate the provider made up teaches nothing)."""
+    model = CountingModel(1.8, summaries_estimated=estimated)
+    gw = build_engine(
+        Settings(
+            data_dir=tmp_path,
+            models={"scripted": {"provider": "offline", "context_window": 4096}},
+            agents={
+                "defaults": {"model": "scripted", "memory_window": 4, "context": {"keep_recent": 2}}
+            },
+            lifecycle={"timezone": "UTC"},
+        ),
+        models={"scripted": model},
+    )
+    await gw.start()
+    try:
+        for turn in range(3):
+            await collect(gw, f"turn {turn}", key="c:count")
+            await gw.turns.drain()
+        asked = [r for r in model.requests if str(r[0]["content"]).startswith("You compact")]
+        assert asked
+        ratio = gw.turns.calibration.ratio("scripted")
+    finally:
+        await gw.aclose()
+    assert (ratio > 1.0) is corrected
+    assert ratio <= 1.8

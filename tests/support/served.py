@@ -33,7 +33,14 @@ body = json.load(sys.stdin)
 content = body["messages"][-1].get("content", "")
 if isinstance(content, list):
     content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-sys.stdout.write(f"reply from {sys.argv[1]} to: {content}")
+first = str(body["messages"][0].get("content", ""))
+if first.startswith("You compact the earlier part"):
+    # A summary request: the user's lines only, shorter than what it read (a summary no
+    # shorter than its span is refused).
+    said = [line.split(": ", 1)[1] for line in content.splitlines() if " user: " in line]
+    sys.stdout.write(f"summary by {sys.argv[1]}: " + "; ".join(said))
+else:
+    sys.stdout.write(f"reply from {sys.argv[1]} to: {content}")
 """
 
 

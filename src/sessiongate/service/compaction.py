@@ -9,8 +9,11 @@ own messages, unsafe and superseded ones left out), asks the summary model (the 
 `summary_model`, else its control model, else its reply model) for one summary, and
 stores a record that folds the one before. A summariser that fails or times out stores
 nothing: the raw messages are untouched, the next turn trims (announced) and a later
-turn tries again. Each new record, or failure, is announced by the next turn's
-`compaction` event.
+turn tries again. So does a summary no shorter than what it read (a small model may
+write a letter where a summary was asked): keeping it would cost more of the budget
+than the messages it stands for. Each new record, or failure, is announced by the next
+turn's `compaction` event. A summary request whose provider reports its prompt tokens
+corrects the model's estimate as a turn's does.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from sessiongate.core.clock import Clock
-from sessiongate.core.context import estimate_tokens, without_superseded
+from sessiongate.core.context import MESSAGE_OVERHEAD_TOKENS, estimate_tokens, without_superseded
 from sessiongate.core.events import CompactionEvent
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.keys import KeyRef
@@ -37,7 +40,7 @@ from sessiongate.core.working_set import (
 )
 from sessiongate.core.working_units import thread_units
 from sessiongate.errors import NotFound
-from sessiongate.models.base import ReplyModel, TextDelta
+from sessiongate.models.base import ReplyModel, TextDelta, Usage
 from sessiongate.service.agents import AgentProfile
 from sessiongate.service.budgets import TokenCalibration
 from sessiongate.service.pins import PinBoard
@@ -64,6 +67,10 @@ BeforeSummary = Callable[[str, AgentProfile, list[Message]], None]
 #: record) with the segment's id: the `session.compacted` hook and the metric. Must not
 #: block (a listener with work to do schedules it).
 CompactionListener = Callable[[str, CompactionRecord | None, str], None]
+
+
+class SummaryNotShorter(ValueError):
+    """The summary model's answer was no shorter than the span it summarised."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +353,10 @@ class Compactor:
         read_tokens = sum(u.tokens for u in plan.units)
         if previous is not None:
             read_tokens += estimate_tokens(previous.summary)
+        if estimate_tokens(summary) >= read_tokens:
+            raise SummaryNotShorter(
+                f"a summary of {estimate_tokens(summary)} tokens for {read_tokens} read"
+            )
         record = CompactionRecord(
             compaction_id=self.ids.new(),
             session_id=session_id,
@@ -374,7 +385,21 @@ class Compactor:
         async for chunk in model.stream(wire):
             if isinstance(chunk, TextDelta):
                 parts.append(chunk.text)
+            elif isinstance(chunk, Usage):
+                self._observe(name, wire, chunk)
         return "".join(parts)
+
+    def _observe(self, name: str, wire: list[dict[str, object]], usage: Usage) -> None:
+        """The provider's count of the summary prompt against the estimate of it: the
+        summaries correct the estimate too (a server whose turns stream no usage may
+        still report it here, and they are the requests nearest the window)."""
+        if self.calibration is None or usage.estimated or usage.prompt_tokens <= 0:
+            return
+        estimate = sum(
+            estimate_tokens(str(message.get("content") or "")) + MESSAGE_OVERHEAD_TOKENS
+            for message in wire
+        )
+        self.calibration.observe(name, estimated=estimate, reported=usage.prompt_tokens)
 
 
 async def drain_compactions(compactor: Compactor) -> None:
