@@ -9,22 +9,29 @@ pointed at the server) and one key gets `--turns` turns (200) of 60 to 400 chara
 facts a user tells an assistant, each turn answered by the model, and summaries written
 by the same model after turns, for the next one.
 
+Between the gateway and the server sits `support/llama_counter.py`: the server's own
+count of each prompt (a non-streamed probe of the same body), and, unless
+`--no-usage`, that count added to the stream as a usage chunk. llama-cpp-python's server
+streams no usage, so without it the gateway's estimate is never corrected; llama.cpp's
+own server, vLLM, Ollama and OpenAI all send one.
+
 The gateway is told the window (`context_window = n_ctx`): llama-cpp-python's server,
 unlike llama.cpp's own, has no `/props` to discover it from, and past the window it ends
 the stream with no error object (its `ValueError` closes the response), which no client
 can tell from a dropped connection; so the overflow retry cannot help there. No turn may
 fail.
 
-Measured: failed turns; the `compaction` and `context_trimmed` events the turns carried;
-how far the gateway's token estimate was from the server's own count of the prompt, on
-the turns before the correction had anything to learn from and on the last 50 (the
-estimate times the correction in force); one summary the model wrote, as an example.
+Measured: failed turns; requests whose prompt the server counted over its window; the
+`compaction` and `context_trimmed` events the turns carried; how far the gateway's token
+estimate was from the server's own count of the prompt (the median relative error of the
+raw estimate over every request the gateway learnt from, and of the estimate times the
+correction in force over the last 50 of them); one summary the model wrote.
 
     /tmp/benchvenv/bin/python bench/long_conversation_llama.py            # 200 turns
     /tmp/benchvenv/bin/python bench/long_conversation_llama.py --turns 40
 
-The last line: `llama_failed_turns=N llama_compactions=N llama_trims=N
-estimate_error_before=R estimate_error_after=R window=N`.
+The last line: `llama_failed_turns=N llama_over_window=N llama_compactions=N
+llama_trims=N estimate_error_before=R estimate_error_after=R window=N`.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from sessiongate.core.keys import KeyRef  # noqa: E402
 from sessiongate.service.engine import build_engine  # noqa: E402
 from sessiongate.service.sessions import Caller  # noqa: E402
 from sessiongate.service.turn.pipeline import InboundTurn  # noqa: E402
+from support.llama_counter import CountingProxy  # noqa: E402
 from support.llama_local import SMOLLM2, ensure_server, ensure_weights, start_server  # noqa: E402
 from support.procs import stop_child  # noqa: E402
 
@@ -86,7 +94,16 @@ def turn_texts(turns: int, seed: int) -> list[str]:
     return texts
 
 
-async def run(args: argparse.Namespace, url: str) -> dict[str, float]:
+async def run(args: argparse.Namespace, upstream: str) -> dict[str, float]:
+    proxy = CountingProxy(upstream, report_usage=args.usage)
+    url = await proxy.start(args.n_ctx)
+    try:
+        return await run_through(args, url, proxy)
+    finally:
+        await proxy.aclose()
+
+
+async def run_through(args: argparse.Namespace, url: str, proxy: CountingProxy) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as data:
         engine = build_engine(
             Settings(
@@ -146,12 +163,13 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, float]:
             records = await rows.for_segment(segment.session_id) if rows else []
         finally:
             await engine.aclose()
-    before = [abs(e - r) / r for e, r, ratio in seen if ratio == 1.0]
+    before = [abs(e - r) / r for e, r, _ratio in seen]
     after = [abs(e * ratio - r) / r for e, r, ratio in seen[-50:]]
     print(
         f"turns={args.turns} messages={segment.message_count} compaction_records={len(records)} "
         f"observations={len(seen)} median_turn_s={statistics.median(times):.2f} "
-        f"correction={calibration.ratio('m'):.2f}"
+        f"correction={calibration.ratio('m'):.2f} requests={len(proxy.counts)} "
+        f"max_prompt_tokens={max((c for c in proxy.counts if c), default=0)}"
     )
     if records:
         newest = records[-1]
@@ -162,6 +180,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, float]:
         )
     return {
         "llama_failed_turns": failed,
+        "llama_over_window": proxy.over_window,
         "llama_compactions": compactions + len(records),
         "llama_trims": trims,
         "estimate_error_before": statistics.median(before) if before else float("nan"),
@@ -182,6 +201,12 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=1024)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument(
+        "--no-usage",
+        dest="usage",
+        action="store_false",
+        help="pass the server's streams through without a usage chunk (as it sends them)",
+    )
     args = parser.parse_args()
     ensure_server()
     weights = ensure_weights(SMOLLM2)

