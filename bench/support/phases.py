@@ -104,8 +104,8 @@ async def drive(plan: Plan, stacks: Stacks) -> Results:
             targets.append(gateway_target(server.url, server.info["api_key"], server.name))
         elif server.name == "langgraph":
             targets.append(langgraph_target(server.url))
-        elif server.name == "floor":
-            targets.append(openai_target("floor", server.url, reply))
+        elif server.name in ("floor", "floor-durable"):
+            targets.append(openai_target(server.name, server.url, reply))
         elif server.name == "litellm":
             targets.append(openai_target("litellm", server.url, reply, server.info["api_key"]))
     by_name = {t.name: t for t in targets}

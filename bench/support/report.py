@@ -276,6 +276,26 @@ def checks(stacks: Sequence[Summary]) -> list[Check]:
                 f"{fmt(floor.cpu_ms_per_turn.get('server', math.nan))} ms)",
             )
         )
+        durable = by.get("floor-durable")
+        if durable is not None:
+            # Not a target: how far any gateway that stores the turn stays from the floor.
+            kept = _ratio(
+                durable.cpu_ms_per_turn.get("server", math.nan),
+                floor.cpu_ms_per_turn.get("server", math.nan),
+            )
+            mine = _ratio(
+                sg.cpu_ms_per_turn.get("server", math.nan),
+                durable.cpu_ms_per_turn.get("server", math.nan),
+            )
+            out.append(
+                Check(
+                    "(reading) the durable floor's CPU / the floor's; sessiongate's / the"
+                    " durable floor's",
+                    True,
+                    f"{fmt(kept)}x ({fmt(durable.cpu_ms_per_turn.get('server', math.nan))} ms);"
+                    f" {fmt(mine)}x",
+                )
+            )
         ttft = _ratio(sg.added["c1_p50"], floor.added["c1_p50"])
         out.append(
             Check(
@@ -292,7 +312,7 @@ def last_line(stacks: Sequence[Summary] | None) -> str:
     """The summary line printed last, whatever happened (NaN where a figure is missing)."""
     by = {s.target: s for s in stacks or ()}
     sg, lg, ll = by.get("sessiongate"), by.get("langgraph"), by.get("litellm")
-    floor = by.get("floor")
+    floor, durable = by.get("floor"), by.get("floor-durable")
     nan = math.nan
     cap = sg.capacity_turns_per_s if sg else nan
     sg_cpu = sg.cpu_ms_per_turn.get("server", nan) if sg else nan
@@ -311,6 +331,13 @@ def last_line(stacks: Sequence[Summary] | None) -> str:
         "open_loop_p99_vs_litellm_ratio": _ratio(
             sg.added.get("open_p99", nan) if sg else nan,
             ll.added.get("open_p99", nan) if ll else nan,
+        ),
+        "gateway_vs_durable_floor_cpu_ratio": _ratio(
+            sg_cpu, durable.cpu_ms_per_turn.get("server", nan) if durable else nan
+        ),
+        "durable_floor_vs_floor_cpu_ratio": _ratio(
+            durable.cpu_ms_per_turn.get("server", nan) if durable else nan,
+            floor.cpu_ms_per_turn.get("server", nan) if floor else nan,
         ),
     }
     return " ".join(f"{k}={v:.2f}" for k, v in values.items())

@@ -143,7 +143,8 @@ def serve_floor(args: argparse.Namespace) -> None:
 
     sock = listening_socket()
     write_ready(args.ready_file, {"port": sock.getsockname()[1]})
-    app = build_floor_app(args.stub_url)
+    durable = str(Path(args.data_dir) / "floor.db") if args.data_dir else None
+    app = build_floor_app(args.stub_url, durable)
     run_server(uvicorn.Server(_uvicorn_config(app, args.access_log)), sock, None)
 
 
@@ -185,6 +186,9 @@ def start_stacks(args: argparse.Namespace, workdir: Path, profile_path: Path | N
         stacks.servers.append(start_child("sessiongate", gateway_args, workdir))
         floor_args = ["floor", *common, "--stub-url", url]
         stacks.servers.append(start_child("floor", floor_args, workdir))
+        (workdir / "floor-durable").mkdir()
+        durable_args = [*floor_args, "--data-dir", str(workdir / "floor-durable")]
+        stacks.servers.append(start_child("floor-durable", durable_args, workdir))
         if args.postgres_url:
             from support.gwload_workers import start_workers
 

@@ -8,14 +8,24 @@ context, no parsing: bytes in, bytes out. Every stack's server CPU per turn and 
 time to first token are reported as multiples of this one's (issue 24), since absolute
 figures on a shared 2-core machine move by 2x between runs while ratios measured in one
 run hold.
+
+The durable floor (`durable=` a SQLite file) is the same proxy doing the least that a
+session layer's contract asks (DESIGN §2: no message loss on a crash): it parses the
+body, stores the question and commits before the model is called, reads the streamed
+answer's text and stores it with a second commit. stdlib sqlite3 in WAL mode with
+`synchronous = NORMAL` (the gateway's own settings), inline on the event loop, one
+connection, no schema beyond one table: the cheapest such a gateway can be in Python.
+It says how much of the distance to the floor any durable gateway must keep.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import aiohttp
+import orjson
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -23,9 +33,44 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-def build_floor_app(stub_url: str) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-    """The pass-through proxy to `stub_url` (its base, without `/v1`)."""
+class Transcript:
+    """The durable floor's store: one table, two commits a turn."""
+
+    def __init__(self, path: str) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS messages"
+            " (id INTEGER PRIMARY KEY, role TEXT NOT NULL, content TEXT NOT NULL)"
+        )
+
+    def keep(self, role: str, content: str) -> None:
+        self.db.execute("INSERT INTO messages (role, content) VALUES (?, ?)", (role, content))
+
+
+def question_of(body: bytes) -> str:
+    messages = orjson.loads(body).get("messages") or [{}]
+    return str(messages[-1].get("content", ""))
+
+
+def answer_of(stream: bytes) -> str:
+    """The text of a chat-completions SSE stream (its `delta.content` pieces)."""
+    parts: list[str] = []
+    for line in stream.split(b"\n"):
+        if line.startswith(b"data: {"):
+            for choice in orjson.loads(line[6:]).get("choices") or ():
+                parts.append((choice.get("delta") or {}).get("content") or "")
+    return "".join(parts)
+
+
+def build_floor_app(
+    stub_url: str, durable: str | None = None
+) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """The pass-through proxy to `stub_url` (its base, without `/v1`); with `durable`,
+    the durable floor storing each question and answer in that SQLite file."""
     clients: list[aiohttp.ClientSession] = []
+    transcript = Transcript(durable) if durable is not None else None
 
     async def lifespan(receive: Receive, send: Send) -> None:
         while True:
@@ -52,10 +97,13 @@ def build_floor_app(stub_url: str) -> Callable[[Scope, Receive, Send], Awaitable
             message = await receive()
             parts.append(message.get("body", b""))
             more = bool(message.get("more_body", False))
+        body = b"".join(parts)
+        if transcript is not None:  # stored before the model sees it
+            transcript.keep("user", question_of(body))
+        answer: list[bytes] = []
         headers = {"content-type": "application/json"}
-        async with clients[0].post(
-            stub_url + scope["path"], data=b"".join(parts), headers=headers
-        ) as upstream:
+        url = stub_url + scope["path"]
+        async with clients[0].post(url, data=body, headers=headers) as upstream:
             kind = upstream.headers.get("content-type", "application/octet-stream")
             await send(
                 {
@@ -66,6 +114,10 @@ def build_floor_app(stub_url: str) -> Callable[[Scope, Receive, Send], Awaitable
             )
             async for chunk in upstream.content.iter_any():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if transcript is not None:
+                    answer.append(chunk)
+        if transcript is not None:  # stored before the client hears the stream end
+            transcript.keep("assistant", answer_of(b"".join(answer)))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     return app
