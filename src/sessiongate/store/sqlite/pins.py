@@ -5,9 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from sessiongate.core.segments import Message
+from sessiongate.store.pins import PinStamp
 from sessiongate.store.sqlite.rows import from_micros, message_from_row, to_micros
 from sessiongate.store.sqlite.store import SQLiteStore
 
+_BUMP = (
+    "INSERT INTO pin_versions (session_id, version) VALUES (?, 1)"
+    " ON CONFLICT (session_id) DO UPDATE SET version = pin_versions.version + 1"
+)
 _COLUMNS = ", ".join(
     f"m.{c}" for c in ("segment_id", "seq", "role", "content", "status", "metadata", "created_at")
 )
@@ -26,6 +31,8 @@ class SQLitePinStore:
                 " ON CONFLICT DO NOTHING",
                 (session_id, seq, to_micros(now)),
             ).rowcount
+            if added:
+                db.execute(_BUMP, (session_id,))
         return bool(added)
 
     async def unpin(self, session_id: str, seq: int) -> bool:
@@ -33,6 +40,8 @@ class SQLitePinStore:
             gone = db.execute(
                 "DELETE FROM pins WHERE session_id = ? AND seq = ?", (session_id, seq)
             ).rowcount
+            if gone:
+                db.execute(_BUMP, (session_id,))
         return bool(gone)
 
     async def pinned(self, session_id: str) -> list[Message]:
@@ -49,3 +58,11 @@ class SQLitePinStore:
             "SELECT seq, created_at FROM pins WHERE session_id = ?", (session_id,)
         ).fetchall()
         return {int(r[0]): from_micros(r[1]) for r in rows}
+
+    async def stamp(self, session_id: str) -> PinStamp:
+        row = self._store.connection.execute(
+            "SELECT (SELECT version FROM pin_versions WHERE session_id = ?),"
+            " (SELECT count(*) FROM pins WHERE session_id = ?)",
+            (session_id, session_id),
+        ).fetchone()
+        return (int(row[0] or 0), int(row[1])) if row is not None else (0, 0)
