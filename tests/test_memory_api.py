@@ -325,7 +325,7 @@ async def test_erasing_a_user_erases_their_memory_and_vectors(
         kept = await memory.add("alice", "Has two cats", pinned=True)
         await memory.update_text("alice", kept.memory_id, "Has three cats", created_by="user")
         await memory.add("bob", "Has a dog")
-        hits = await memory.search("alice", "pets at home")
+        hits = await memory.searcher.search("alice", "pets at home")
         assert hits.semantic  # vectors took part
         report = await user_erasure(engine).erase("alice", by="root")
         assert report.counts["memory_items"] == 2
@@ -561,8 +561,8 @@ async def test_a_failing_search_leaves_a_turn_its_pinned_items(
     async def broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError("the index is gone")
 
-    monkeypatch.setattr(app.memory, "_rank", broken)
-    chosen = await app.memory.items_for_turn(
+    monkeypatch.setattr(app.memory.searcher, "rank", broken)
+    chosen = await app.memory.injection.items_for_turn(
         "alice", "main", MemoryPolicy(inject="relevant"), "chat:alice", "cats?"
     )
     assert [(c.item.memory_id, c.reason) for c in chosen] == [(tea.memory_id, "pinned")]

@@ -15,7 +15,7 @@ from sessiongate.config import Settings
 from sessiongate.config.memory import MemoryPolicy
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.memory import MemoryItem
-from sessiongate.service import memory as memory_module
+from sessiongate.service import memory_injection as memory_module
 from sessiongate.service.engine import build_engine
 from sessiongate.service.user_erasure import user_erasure
 from tests.conftest import START
@@ -43,7 +43,7 @@ async def test_no_pinned_items_is_read_once_and_pinned_ones_every_turn(
         monkeypatch.setattr(memory.store, "valid_items", counting)
 
         async def turn_items(user: str = "alice") -> list[str]:
-            chosen = await memory.items_for_turn(user, "main", PINNED, "chat", "hello")
+            chosen = await memory.injection.items_for_turn(user, "main", PINNED, "chat", "hello")
             return [i.item.text for i in chosen]
 
         assert await turn_items() == []

@@ -36,8 +36,8 @@ from sessiongate.service.memory import (
     UNSET,
     MemoryNotFound,
     MemoryService,
-    hits_as_json,
 )
+from sessiongate.service.memory_search import hits_as_json
 
 router = APIRouter(prefix="/v1")
 
@@ -110,7 +110,7 @@ async def search_memory(
     q: str | None = None,
     limit: int | None = None,
 ) -> dict[str, Any]:
-    result = await memory_of(request).search(user.name, q, limit)
+    result = await memory_of(request).searcher.search(user.name, q, limit)
     return {"items": hits_as_json(result.hits, _iso), "semantic": result.semantic}
 
 

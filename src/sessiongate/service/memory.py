@@ -1,6 +1,8 @@
 """Memory items (DESIGN.md §13, docs/memory.md): what the assistant knows about a user,
-kept per user, editable and forgettable, searched by the shared hybrid engine
-(service/hybrid_search.py) and injected into turns (`items_for_turn`).
+kept per user, editable and forgettable. The service holds the search
+(`MemoryService.searcher`, service/memory_search.py) and the turns' choice
+(`MemoryService.injection`, service/memory_injection.py), and tells the latter of every
+change it makes.
 
 Who writes, and what each write means:
 - `add`: a new item (the user over the API or CLI, an agent's `memory_save`, extraction,
@@ -22,27 +24,18 @@ Another user's item answers exactly as an unknown id (`memory_not_found`).
 from __future__ import annotations
 
 import logging
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sessiongate.config import Settings
-from sessiongate.config.memory import MemoryPolicy
 from sessiongate.core.clock import Clock
 from sessiongate.core.ids import IdGenerator
 from sessiongate.core.memory import (
     MAX_PAGE,
-    MAX_SEARCH_LIMIT,
     CreatedBy,
-    Injected,
     MemoryItem,
     MemorySource,
-    applies_to,
-    choose_items,
-    item_json,
     new_memory_id,
     source_matches,
     supersede,
@@ -50,36 +43,22 @@ from sessiongate.core.memory import (
     validate_limit,
     validate_memory_id,
     validate_memory_text,
-    validate_query,
     validate_scope,
     validate_source,
 )
 from sessiongate.core.memory_exchange import ImportedItem
-from sessiongate.core.notes import Vectors, search_words
+from sessiongate.core.notes import Vectors
 from sessiongate.errors import Conflict, InvalidInput, NotFound
 from sessiongate.models.embeddings import Embedder, EmbeddingsFailed
-from sessiongate.service.hybrid_search import fused_ranking
+from sessiongate.service.memory_injection import MemoryInjection
+from sessiongate.service.memory_search import MemorySearcher
 from sessiongate.store.base import Store
 from sessiongate.store.memory import MemoryStore, Tombstone
-from sessiongate.store.notes import ChunkVectors
 
 log = logging.getLogger("sessiongate.memory")
 
-#: Items a listing page and a search hold unless the caller asks for another number.
+#: Items a listing page holds unless the caller asks for another number.
 DEFAULT_PAGE = 50
-DEFAULT_SEARCH_LIMIT = 10
-#: Each ranking contributes its best this-many items to the fusion.
-CANDIDATES = 50
-#: A turn's relevant items come from the best this-many (at least 4 * max_items) of each
-#: ranking: deeper lists would only be read to be dropped.
-RELEVANT_DEPTH = 24
-#: How long "this user has no pinned items" is believed without a read. This process's
-#: own writes end it at once; an item pinned through another gateway or the CLI shows
-#: within this. A user who has pinned items is read on every turn, so a forget or an
-#: unpin anywhere holds for the very next turn.
-PINNED_TTL_SECONDS = 5.0
-#: Users believed to have no pinned item at once (the least recently used go first).
-PINNED_CACHE_USERS = 10_000
 
 
 class MemoryNotFound(NotFound):
@@ -92,19 +71,6 @@ class MemoryInvalid(Conflict):
     """The item was superseded or invalidated: its text and pin are history now."""
 
     code = "memory_invalid"
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryHit:
-    item: MemoryItem
-    score: float
-
-
-@dataclass(frozen=True, slots=True)
-class MemorySearch:
-    hits: list[MemoryHit]
-    #: Whether semantic ranking took part (embeddings configured and answering).
-    semantic: bool
 
 
 #: `patch`'s marker for a field the caller left out (None is a value for nothing here,
@@ -127,10 +93,8 @@ class MemoryService:
         self.ids = ids
         self.clock = clock
         self.max_items_per_user = max_items_per_user
-        #: Per user who had no valid pinned item, when that was read (`time.monotonic`):
-        #: the read every turn would otherwise make, most users having none
-        #: (docs/memory.md).
-        self._unpinned: OrderedDict[str, float] = OrderedDict()
+        self.searcher = MemorySearcher(store, embedder)
+        self.injection = MemoryInjection(store, self.searcher)
 
     def forget_owner(self, user: str) -> None:
         """The user was erased: nothing of theirs stays held here."""
@@ -138,23 +102,7 @@ class MemoryService:
 
     def _changed(self, user: str) -> None:
         """The user's items changed here: the next turn reads them again."""
-        self._unpinned.pop(user, None)
-
-    async def _pinned_items(self, user: str) -> list[MemoryItem]:
-        now = time.monotonic()
-        read_at = self._unpinned.get(user)
-        if read_at is not None and now - read_at < PINNED_TTL_SECONDS:
-            self._unpinned.move_to_end(user)
-            return []
-        items = await self.store.valid_items(user, pinned_only=True)
-        if items:  # never held: a forget or unpin must hold for the next turn
-            self._unpinned.pop(user, None)
-            return items
-        self._unpinned[user] = now
-        self._unpinned.move_to_end(user)
-        while len(self._unpinned) > PINNED_CACHE_USERS:
-            self._unpinned.popitem(last=False)
-        return items
+        self.injection.changed(user)
 
     # -- reads ------------------------------------------------------------------------
 
@@ -185,52 +133,6 @@ class MemoryService:
             limit=validate_limit(DEFAULT_PAGE if limit is None else limit, MAX_PAGE),
             before=None if before is None else validate_memory_id(before),
         )
-
-    async def search(
-        self,
-        user: str,
-        query: object,
-        limit: object = None,
-        *,
-        agent: str | None = None,
-        key: str | None = None,
-    ) -> MemorySearch:
-        """The user's valid items that best match `query` (keywords fused with embeddings
-        when configured), best first. With `agent` and `key`, only the items whose scope
-        covers a turn of that agent on that key (what the memory tools see)."""
-        text = validate_query(query)
-        wanted = validate_limit(DEFAULT_SEARCH_LIMIT if limit is None else limit, MAX_SEARCH_LIMIT)
-        depth = max(CANDIDATES, wanted * 4)
-        ranked, semantic = await self._rank(user, text, depth)
-        hits = [
-            MemoryHit(item, score)
-            for item, score in ranked
-            if agent is None or key is None or applies_to(item, agent, key)
-        ]
-        return MemorySearch(hits[:wanted], semantic)
-
-    async def _rank(
-        self, user: str, query: str, depth: int
-    ) -> tuple[list[tuple[MemoryItem, float]], bool]:
-        fused = await fused_ranking(
-            query,
-            self.store.keyword_items(user, search_words(query), depth),
-            self.embedder,
-            lambda embedder: self._vectors(user, embedder),
-            depth,
-            what="memory",
-        )
-        found = await self.store.items_by_row(user, [row for row, _ in fused.ranked])
-        ranked = [
-            (item, round(score, 6))
-            for row, score in fused.ranked
-            if (item := found.get(row)) is not None and item.valid  # changed meanwhile: out
-        ]
-        return ranked, fused.semantic
-
-    async def _vectors(self, user: str, embedder: Embedder) -> ChunkVectors:
-        # A user keeps a bounded number of items: read each time, no cache to keep fresh.
-        return await self.store.item_vectors(user, embedder.name, embedder.dimensions)
 
     async def was_forgotten_or_edited(
         self, user: str, source: MemorySource | None, text: str
@@ -357,36 +259,6 @@ class MemoryService:
             raise MemoryNotFound(f"no memory item {checked}")
         return gone
 
-    # -- turns ------------------------------------------------------------------------
-
-    async def items_for_turn(
-        self, user: str, agent: str, policy: MemoryPolicy, key: str, new_message: str | None
-    ) -> list[Injected]:
-        """The items a turn of `agent` on `key` receives before its budget (core/memory.py
-        `choose_items`, `fit_memory` cuts them later): pinned ones, and with `relevant`
-        the best `policy.max_items` others by hybrid search against `new_message` (none
-        without one, as for the preview of the next turn). A search that fails leaves the
-        turn with its pinned items."""
-        if policy.inject == "off":
-            return []
-        # Only the pinned items and the search's best candidates are read: a user may keep
-        # a thousand items, and turning each row into an item costs tens of microseconds.
-        items = [i for i in await self._pinned_items(user) if applies_to(i, agent, key)]
-        scores: dict[str, float] = {}
-        if policy.inject == "relevant" and policy.max_items > 0 and new_message:
-            query = new_message[: 4 * 2000]  # a long message: its start says what it is about
-            depth = max(RELEVANT_DEPTH, 4 * policy.max_items)
-            try:
-                ranked, _ = await self._rank(user, query, depth)
-            except Exception:  # the pinned items still go in
-                log.exception("memory_search_failed", extra={"user": user})
-                ranked = []
-            for item, score in ranked:
-                if not item.pinned and applies_to(item, agent, key):
-                    items.append(item)
-                    scores[item.memory_id] = score
-        return choose_items(items, policy.inject, scores, policy.max_items)
-
     # -- export and import ------------------------------------------------------------
 
     async def export_items(self, user: str) -> list[MemoryItem]:
@@ -465,13 +337,6 @@ def _replace_edited(item: MemoryItem) -> MemoryItem:
     return replace(item, edited_at=item.created_at)
 
 
-def hits_as_json(
-    hits: Sequence[MemoryHit], iso: Callable[[datetime], str]
-) -> list[dict[str, object]]:
-    """Hits as `GET /v1/memory/search` and the memory_search tool show them."""
-    return [{**item_json(h.item, iso), "score": h.score} for h in hits]
-
-
 def build_memory_service(
     settings: Settings,
     store: Store,
@@ -504,8 +369,3 @@ def build_memory_service(
         clock,
         max_items_per_user=settings.limits.max_memory_items_per_user,
     )
-
-
-def injected_metadata(chosen: Sequence[Injected]) -> list[Mapping[str, object]]:
-    """What a turn's metadata and `GET .../context` say of the injected items."""
-    return [c.metadata() for c in chosen]

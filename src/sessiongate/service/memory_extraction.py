@@ -291,7 +291,7 @@ class MemoryExtractor:
         items: list[MemoryItem] = []
         try:
             if query:
-                found = await self.memory.search(
+                found = await self.memory.searcher.search(
                     owner, query, MAX_SHOWN_ITEMS, agent=agent, key=key
                 )
                 items = [hit.item for hit in found.hits]

@@ -35,7 +35,8 @@ from sessiongate.core.memory import (
 )
 from sessiongate.errors import SessionGateError
 from sessiongate.models.base import ToolSpec
-from sessiongate.service.memory import MemoryService, hits_as_json
+from sessiongate.service.memory import MemoryService
+from sessiongate.service.memory_search import hits_as_json
 
 SOURCE_NAME = "builtin-memory"
 SAVE = "memory_save"
@@ -114,7 +115,7 @@ def memory_tools(memory: MemoryService) -> list[FunctionTool]:
     async def search(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         wanted = parse_arguments(MemorySearchArguments, arguments)
         try:
-            result = await memory.search(
+            result = await memory.searcher.search(
                 context.user,
                 wanted.query,
                 wanted.limit,

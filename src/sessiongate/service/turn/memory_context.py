@@ -1,5 +1,5 @@
 """The memory block of one turn (DESIGN.md §13, docs/memory.md): the items the memory
-service chooses for the turn (`MemoryService.items_for_turn`), cut to what the agent's
+service chooses for the turn (`MemoryInjection.items_for_turn`), cut to what the agent's
 budget leaves after the system text, the client's system messages, the recalled
 fragments and the new message (core/memory.py `fit_memory`), before any raw message of
 the thread is chosen. Memory never fails a turn: a store or search failure leaves the
@@ -71,7 +71,7 @@ async def choose_turn_memory(
     if memory is None or agent.memory.inject == "off":
         return []
     try:
-        return await memory.items_for_turn(
+        return await memory.injection.items_for_turn(
             ref.owner, agent.name, agent.memory, ref.name, new_message
         )
     except Exception:  # memory is an aid: the turn goes on without it
