@@ -275,7 +275,7 @@ async def show_context(
     # Which messages the summary in the context stands for (docs/working_set.md).
     body["summarised"] = None
     sent = [m.source.removeprefix("compaction:") for m in ctx.messages]
-    for record in await compactor.records(latest.session_id):
+    for record in await compactor.records(latest.session_id, fresh=True):
         if record.compaction_id in sent:
             body["summarised"] = {
                 "compaction_id": record.compaction_id,
