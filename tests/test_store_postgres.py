@@ -135,7 +135,7 @@ async def test_triggers_refuse_raw_writes_to_archived_rows_and_the_pointer(
         # what refuses it is the history's own trigger, not a foreign key.
         (
             "TRUNCATE messages, segments, session_keys, rotations, message_search, compactions,"
-            " pins, message_vectors",
+            " pins, pin_versions, message_vectors",
             (),
         ),
     ]
