@@ -6,10 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from sessiongate.api.sse import collect_reply, id_prefix, reply_status, sse_frame
+from sessiongate.api.turn_stream import TurnStream
 from sessiongate.core.events import ErrorEvent, TurnEvent
 from sessiongate.errors import SessionGateError
 from sessiongate.service.engine import Engine
@@ -85,7 +86,7 @@ async def run_http_turn(
     if isinstance(handle, RepeatedTurn) and not isinstance(handle, ReplayedTurn):
         after = seq_after(last_event_id, handle.turn_id) or 0
     headers = {**SSE_HEADERS, "X-Session-Key": inbound.key}
-    return StreamingResponse(
+    return TurnStream(
         _frames(first, events, handle, after), media_type="text/event-stream", headers=headers
     )
 

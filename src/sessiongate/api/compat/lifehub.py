@@ -20,11 +20,11 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from sessiongate.api.auth import caller_for
 from sessiongate.api.compat.loopback import lifehub_user
+from sessiongate.api.turn_stream import TurnStream
 from sessiongate.api.turns import SSE_HEADERS, begin_turn
 from sessiongate.core.events import StartEvent, TurnEvent, event_to_dict
 from sessiongate.core.users import User
@@ -77,7 +77,7 @@ def provider_choice(
 @router.post("/chat", response_model=None)
 async def lifehub_chat(
     body: LifeHubChat, user: Annotated[User, Depends(lifehub_user)], request: Request
-) -> StreamingResponse:
+) -> TurnStream:
     engine: Engine = request.app.state.engine
     compat = engine.settings.compat
     last = body.messages[-1]
@@ -98,4 +98,4 @@ async def lifehub_chat(
             yield b"".join([lifehub_frame(event), *(lifehub_frame(e) for e in handle.ready())])
 
     headers: dict[str, Any] = {**SSE_HEADERS, "X-Session-Key": key}
-    return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
+    return TurnStream(frames(), media_type="text/event-stream", headers=headers)

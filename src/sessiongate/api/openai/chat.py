@@ -20,7 +20,7 @@ from typing import Any, assert_never
 
 import orjson
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from sessiongate.api.auth import CurrentUser, caller_for, routes_of
@@ -28,6 +28,7 @@ from sessiongate.api.errors import error_response
 from sessiongate.api.openai.announced import announced_headers
 from sessiongate.api.openai.messages import ParsedRequest, fit_client_tools, parse_request
 from sessiongate.api.sse import collect_reply, reply_status
+from sessiongate.api.turn_stream import TurnStream
 from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
 from sessiongate.config.openai import OpenAIConfig
 from sessiongate.core.conversation import Identity, Role, prefix_hashes, render_notice
@@ -284,7 +285,7 @@ class _Completion:
             return await self._whole(handle, first, events, headers)
         include_usage = bool(self.body.stream_options and self.body.stream_options.include_usage)
         headers = {**headers, **await announced_headers(handle)}  # the working set's
-        return StreamingResponse(
+        return TurnStream(
             self._chunks(handle, first, events, include_usage),
             media_type="text/event-stream",
             headers={**SSE_HEADERS, **headers},

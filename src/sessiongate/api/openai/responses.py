@@ -48,6 +48,7 @@ from sessiongate.api.openai.response_request import (
     conversation_id_of,
     request_body,
 )
+from sessiongate.api.turn_stream import TurnStream
 from sessiongate.api.turns import SSE_HEADERS, TurnFailed, begin_turn
 from sessiongate.core.conversation import Identity, prefix_hashes
 from sessiongate.core.conversation_items import page_of
@@ -308,7 +309,7 @@ async def _create(
         return await start_background(request, service, caller, turn, headers, stream=body.stream)
     task = journal.run(pump(shell, first, events, calls, notice, on_done, entry))
     if body.stream:
-        return StreamingResponse(
+        return TurnStream(
             sse_of(entry.follow(-1)),
             media_type="text/event-stream",
             headers={**SSE_HEADERS, **headers},
