@@ -304,3 +304,60 @@ async def test_summary_requests_correct_the_estimate(
         await gw.aclose()
     assert (ratio > 1.0) is corrected
     assert ratio <= 1.8
+
+
+async def test_a_model_that_cannot_summarise_is_not_asked_on_every_turn(tmp_path: Path) -> None:
+    """After consecutive failed summaries of a segment the compactor waits 1, 3, 7 … due
+    turns before asking again (each of those turns trims, announced); a summary that
+    succeeds starts the count over."""
+    can_summarise = False
+
+    def reply(messages: Any) -> str:
+        if str(messages[0]["content"]).startswith("You compact the earlier part"):
+            return "short summary" if can_summarise else "a letter instead " * 400
+        return "ok"
+
+    model = ScriptedModel(reply=reply)
+    gw = build_engine(
+        Settings(
+            data_dir=tmp_path,
+            models={"scripted": {"provider": "offline", "context_window": 4096}},
+            agents={
+                "defaults": {"model": "scripted", "memory_window": 4, "context": {"keep_recent": 2}}
+            },
+            lifecycle={"timezone": "UTC"},
+        ),
+        models={"scripted": model},
+    )
+
+    def asked() -> int:
+        return sum(1 for r in model.requests if str(r[0]["content"]).startswith("You compact"))
+
+    await gw.start()
+    try:
+        trims = 0
+        for turn in range(14):
+            events = await collect(gw, f"turn {turn}", key="c:weak")
+            trims += sum(1 for e in events if e.type == "context_trimmed")
+            await gw.turns.drain()
+        # Due from the third turn on (12 due turns): asked at the 1st, 2nd, 4th, 8th of
+        # them (backoff 0, 1, 3, then 7 turns), not 12 times.
+        assert asked() == 4
+        assert trims >= 10  # every turn past the window trims, announced
+        can_summarise = True
+        for turn in range(8):  # the backoff runs out (7 turns), then a summary is stored
+            await collect(gw, f"later {turn}", key="c:weak")
+            await gw.turns.drain()
+        segment = await gw.store.latest_segment(KeyRef("alice", "c:weak"))
+        record = in_force(await gw.turns.compactor.records(segment.session_id))
+        assert record is not None and record.summary == "short summary"
+        # A success starts the count over: failing again, the next attempt comes at the
+        # next due turn (backoff 0, then 1), not 15 turns later.
+        can_summarise = False
+        before = asked()
+        for turn in range(6):
+            await collect(gw, f"again {turn}", key="c:weak")
+            await gw.turns.drain()
+        assert asked() - before >= 2
+    finally:
+        await gw.aclose()

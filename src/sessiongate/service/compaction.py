@@ -9,7 +9,8 @@ own messages, unsafe and superseded ones left out), asks the summary model (the 
 `summary_model`, else its control model, else its reply model) for one summary, and
 stores a record that folds the one before. A summariser that fails or times out stores
 nothing: the raw messages are untouched, the next turn trims (announced) and a later
-turn tries again. So does a summary no shorter than what it read (a small model may
+turn tries again (after consecutive failures, not on every turn: `MAX_BACKOFF_TURNS`).
+So does a summary no shorter than what it read (a small model may
 write a letter where a summary was asked): keeping it would cost more of the budget
 than the messages it stands for. Each new record, or failure, is announced by the next
 turn's `compaction` event. A summary request whose provider reports its prompt tokens
@@ -59,6 +60,11 @@ PROMPT_TOKENS = 200
 MAX_CACHED_SEGMENTS = 4096
 #: How long a turn that would otherwise trim waits for a compaction already running.
 WAIT_SECONDS = 60.0
+#: After consecutive failed (or refused) summaries of a segment, the turns that pass
+#: before the next attempt: 0 after the first, then 1, 3, 7, at most this many. A model
+#: that cannot summarise is not asked again on every turn (a local model's time is the
+#: user's); the turns in between trim, announced, as after any failure.
+MAX_BACKOFF_TURNS = 15
 
 
 #: Told (segment id, agent, the messages about to be summarised) before a summary.
@@ -149,6 +155,9 @@ class Compactor:
         self._due: dict[str, Due] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._news: dict[str, list[CompactionEvent]] = {}
+        #: Per segment: consecutive failed summaries, and the due turns still to skip.
+        self._failures: dict[str, int] = {}
+        self._backoff: dict[str, int] = {}
         #: Told the span each compaction is about to summarise, before the summary is
         #: asked for (memory extraction: service/memory_extraction.py); must not block.
         self.before_summary: BeforeSummary | None = None
@@ -210,6 +219,8 @@ class Compactor:
         rare; the other segments' records are read again when needed; pending
         announcements hold no text and stay)."""
         self._records.clear()
+        self._failures.clear()
+        self._backoff.clear()
         await self.pins.forget(_key)
 
     def cached(self, session_id: str) -> tuple[CompactionRecord, ...]:
@@ -265,6 +276,9 @@ class Compactor:
         due = self._due.pop(session_id, None)
         if due is None or self.rows is None or self.running(session_id):
             return
+        if self._backoff.get(session_id, 0) > 0:  # after failures: not on every turn
+            self._backoff[session_id] -= 1
+            return
         task = asyncio.create_task(self._run(session_id, due))
         self._running[session_id] = task
         task.add_done_callback(lambda _: self._running.pop(session_id, None))
@@ -280,11 +294,24 @@ class Compactor:
         try:
             await self.compact(session_id, due.agent, due.budget, start_after=due.start_after)
         except Exception as exc:
-            log.warning("compaction of %s failed: %s", session_id, type(exc).__name__)
+            failures = self._failures.pop(session_id, 0) + 1
+            self._failures[session_id] = failures  # newest last: the oldest go first
+            while len(self._failures) > MAX_CACHED_SEGMENTS:
+                self._backoff.pop(next(iter(self._failures)), None)
+                self._failures.pop(next(iter(self._failures)))
+            self._backoff[session_id] = min(2 ** (failures - 1) - 1, MAX_BACKOFF_TURNS)
+            log.warning(
+                "compaction of %s failed: %s (%d in a row)",
+                session_id,
+                type(exc).__name__,
+                failures,
+            )
             failed = CompactionEvent(None, {}, 0, 0, None, "failed")
             self._news.setdefault(session_id, []).append(failed)
             self.tell(session_id, None, "failed")
             return
+        self._failures.pop(session_id, None)
+        self._backoff.pop(session_id, None)
 
     async def compact(
         self,
