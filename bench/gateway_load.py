@@ -122,6 +122,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--stub-url", help=argparse.SUPPRESS)
     add("--data-dir", help=argparse.SUPPRESS)
     add("--profile-out", help=argparse.SUPPRESS)
+    add("--floor-kind", choices=("bare", "fastapi"), default="bare", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 

@@ -104,7 +104,7 @@ async def drive(plan: Plan, stacks: Stacks) -> Results:
             targets.append(gateway_target(server.url, server.info["api_key"], server.name))
         elif server.name == "langgraph":
             targets.append(langgraph_target(server.url))
-        elif server.name in ("floor", "floor-durable"):
+        elif server.name in ("floor", "floor-durable", "floor-fastapi"):
             targets.append(openai_target(server.name, server.url, reply))
         elif server.name == "litellm":
             targets.append(openai_target("litellm", server.url, reply, server.info["api_key"]))

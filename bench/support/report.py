@@ -296,6 +296,19 @@ def checks(stacks: Sequence[Summary]) -> list[Check]:
                     f" {fmt(mine)}x",
                 )
             )
+        framework = by.get("floor-fastapi")
+        if framework is not None:
+            cost = _ratio(
+                framework.cpu_ms_per_turn.get("server", math.nan),
+                floor.cpu_ms_per_turn.get("server", math.nan),
+            )
+            out.append(
+                Check(
+                    "(reading) the FastAPI floor's CPU / the floor's",
+                    True,
+                    f"{fmt(cost)}x ({fmt(framework.cpu_ms_per_turn.get('server', math.nan))} ms)",
+                )
+            )
         ttft = _ratio(sg.added["c1_p50"], floor.added["c1_p50"])
         out.append(
             Check(
@@ -313,6 +326,7 @@ def last_line(stacks: Sequence[Summary] | None) -> str:
     by = {s.target: s for s in stacks or ()}
     sg, lg, ll = by.get("sessiongate"), by.get("langgraph"), by.get("litellm")
     floor, durable = by.get("floor"), by.get("floor-durable")
+    framework = by.get("floor-fastapi")
     nan = math.nan
     cap = sg.capacity_turns_per_s if sg else nan
     sg_cpu = sg.cpu_ms_per_turn.get("server", nan) if sg else nan
@@ -337,6 +351,10 @@ def last_line(stacks: Sequence[Summary] | None) -> str:
         ),
         "durable_floor_vs_floor_cpu_ratio": _ratio(
             durable.cpu_ms_per_turn.get("server", nan) if durable else nan,
+            floor.cpu_ms_per_turn.get("server", nan) if floor else nan,
+        ),
+        "fastapi_floor_vs_floor_cpu_ratio": _ratio(
+            framework.cpu_ms_per_turn.get("server", nan) if framework else nan,
             floor.cpu_ms_per_turn.get("server", nan) if floor else nan,
         ),
     }

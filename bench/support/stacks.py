@@ -139,12 +139,15 @@ def serve_baseline(args: argparse.Namespace) -> None:
 def serve_floor(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from support.stacks_floor import build_floor_app
+    from support.stacks_floor import build_fastapi_floor_app, build_floor_app
 
     sock = listening_socket()
     write_ready(args.ready_file, {"port": sock.getsockname()[1]})
     durable = str(Path(args.data_dir) / "floor.db") if args.data_dir else None
-    app = build_floor_app(args.stub_url, durable)
+    if args.floor_kind == "fastapi":
+        app: Any = build_fastapi_floor_app(args.stub_url)
+    else:
+        app = build_floor_app(args.stub_url, durable)
     run_server(uvicorn.Server(_uvicorn_config(app, args.access_log)), sock, None)
 
 
@@ -189,6 +192,8 @@ def start_stacks(args: argparse.Namespace, workdir: Path, profile_path: Path | N
         (workdir / "floor-durable").mkdir()
         durable_args = [*floor_args, "--data-dir", str(workdir / "floor-durable")]
         stacks.servers.append(start_child("floor-durable", durable_args, workdir))
+        fastapi_args = [*floor_args, "--floor-kind", "fastapi"]
+        stacks.servers.append(start_child("floor-fastapi", fastapi_args, workdir))
         if args.postgres_url:
             from support.gwload_workers import start_workers
 

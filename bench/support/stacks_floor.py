@@ -16,16 +16,25 @@ answer's text and stores it with a second commit. stdlib sqlite3 in WAL mode wit
 `synchronous = NORMAL` (the gateway's own settings), inline on the event loop, one
 connection, no schema beyond one table: the cheapest such a gateway can be in Python.
 It says how much of the distance to the floor any durable gateway must keep.
+
+The FastAPI floor (`build_fastapi_floor_app`) is the bare proxy written as a FastAPI
+user writes an endpoint: the body a pydantic model, a header and a query parameter, a
+dependency reading the `Authorization` header, `StreamingResponse` for the relay. No
+store, no context. It says what the framework alone costs per request.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
 
 import aiohttp
 import orjson
+from fastapi import Depends, FastAPI, Header, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -119,5 +128,57 @@ def build_floor_app(
         if transcript is not None:  # stored before the client hears the stream end
             transcript.keep("assistant", answer_of(b"".join(answer)))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+class ChatRequest(BaseModel):
+    """The FastAPI floor's body: what it must read of a chat completions request."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[dict[str, Any]]
+    stream: bool = False
+
+
+async def caller(authorization: Annotated[str | None, Header()] = None) -> str:
+    return authorization or ""
+
+
+def build_fastapi_floor_app(stub_url: str) -> FastAPI:
+    """The pass-through proxy as a FastAPI endpoint (see the module)."""
+    clients: list[aiohttp.ClientSession] = []
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        clients.append(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))
+        yield
+        await clients[0].close()
+
+    app = FastAPI(lifespan=lifespan)
+
+    @app.post("/v1/chat/completions")
+    async def chat(
+        body: ChatRequest,
+        who: Annotated[str, Depends(caller)],
+        x_session_key: Annotated[str | None, Header(max_length=200)] = None,
+        owner: Annotated[str | None, Query(max_length=64)] = None,
+    ) -> StreamingResponse:
+        upstream = await clients[0].post(
+            stub_url + "/v1/chat/completions",
+            data=orjson.dumps(body.model_dump()),
+            headers={"content-type": "application/json"},
+        )
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in upstream.content.iter_any():
+                    yield chunk
+            finally:
+                upstream.release()
+
+        kind = upstream.headers.get("content-type", "application/octet-stream")
+        return StreamingResponse(relay(), status_code=upstream.status, media_type=kind)
 
     return app
