@@ -155,14 +155,10 @@ async def test_served_gateway_long_conversation_stays_within_the_window(tmp_path
     assert any(source.startswith("compaction:") for source in sources)
 
 
-async def test_a_summary_left_out_for_the_budget_is_announced(tmp_path: Path) -> None:
-    """The summary in force stands for messages older than the window; when even it
-    does not fit, what it stood for is counted in `context_trimmed`, never lost silently.
-    (The summariser never stores a summary longer than what it read, so such a record
-    comes from a wider window: another gateway's model, or before a config change.)"""
-    huge = "x " * 16_000  # about 8,000 estimated tokens: past the whole budget
-    model = ScriptedModel(reply=lambda messages: "ok")
-    gw = build_engine(
+def short_window_engine(tmp_path: Path, model: ScriptedModel) -> Engine:
+    """`model` answering every request, summaries too, with a 4-message window: a
+    compaction is due from the third turn on."""
+    return build_engine(
         Settings(
             data_dir=tmp_path,
             models={"scripted": {"provider": "offline", "context_window": 4096}},
@@ -173,6 +169,16 @@ async def test_a_summary_left_out_for_the_budget_is_announced(tmp_path: Path) ->
         ),
         models={"scripted": model},
     )
+
+
+async def test_a_summary_left_out_for_the_budget_is_announced(tmp_path: Path) -> None:
+    """The summary in force stands for messages older than the window; when even it
+    does not fit, what it stood for is counted in `context_trimmed`, never lost silently.
+    (The summariser never stores a summary longer than what it read, so such a record
+    comes from a wider window: another gateway's model, or before a config change.)"""
+    huge = "x " * 16_000  # about 8,000 estimated tokens: past the whole budget
+    model = ScriptedModel(reply=lambda messages: "ok")
+    gw = short_window_engine(tmp_path, model)
     await gw.start()
     try:
         for turn in range(3):
@@ -216,17 +222,7 @@ async def test_a_summary_no_shorter_than_its_span_is_refused(tmp_path: Path) -> 
         return "ok"
 
     model = ScriptedModel(reply=reply)
-    gw = build_engine(
-        Settings(
-            data_dir=tmp_path,
-            models={"scripted": {"provider": "offline", "context_window": 4096}},
-            agents={
-                "defaults": {"model": "scripted", "memory_window": 4, "context": {"keep_recent": 2}}
-            },
-            lifecycle={"timezone": "UTC"},
-        ),
-        models={"scripted": model},
-    )
+    gw = short_window_engine(tmp_path, model)
     await gw.start()
     try:
         for turn in range(3):
@@ -281,17 +277,7 @@ async def test_summary_requests_correct_the_estimate(
     request's prompt: that count corrects the model's estimate as a turn's does (an
     estimate the provider made up teaches nothing)."""
     model = CountingModel(1.8, summaries_estimated=estimated)
-    gw = build_engine(
-        Settings(
-            data_dir=tmp_path,
-            models={"scripted": {"provider": "offline", "context_window": 4096}},
-            agents={
-                "defaults": {"model": "scripted", "memory_window": 4, "context": {"keep_recent": 2}}
-            },
-            lifecycle={"timezone": "UTC"},
-        ),
-        models={"scripted": model},
-    )
+    gw = short_window_engine(tmp_path, model)
     await gw.start()
     try:
         for turn in range(3):
@@ -318,17 +304,7 @@ async def test_a_model_that_cannot_summarise_is_not_asked_on_every_turn(tmp_path
         return "ok"
 
     model = ScriptedModel(reply=reply)
-    gw = build_engine(
-        Settings(
-            data_dir=tmp_path,
-            models={"scripted": {"provider": "offline", "context_window": 4096}},
-            agents={
-                "defaults": {"model": "scripted", "memory_window": 4, "context": {"keep_recent": 2}}
-            },
-            lifecycle={"timezone": "UTC"},
-        ),
-        models={"scripted": model},
-    )
+    gw = short_window_engine(tmp_path, model)
 
     def asked() -> int:
         return sum(1 for r in model.requests if str(r[0]["content"]).startswith("You compact"))
