@@ -276,37 +276,21 @@ def checks(stacks: Sequence[Summary]) -> list[Check]:
                 f"{fmt(floor.cpu_ms_per_turn.get('server', math.nan))} ms)",
             )
         )
-        durable = by.get("floor-durable")
-        if durable is not None:
-            # Not a target: how far any gateway that stores the turn stays from the floor.
-            kept = _ratio(
-                durable.cpu_ms_per_turn.get("server", math.nan),
-                floor.cpu_ms_per_turn.get("server", math.nan),
-            )
-            mine = _ratio(
-                sg.cpu_ms_per_turn.get("server", math.nan),
-                durable.cpu_ms_per_turn.get("server", math.nan),
-            )
+        # Not targets: how far a gateway that stores the turn, and one written with
+        # FastAPI, stay from the floor; and sessiongate against each.
+        for name, label in (("floor-durable", "durable"), ("floor-fastapi", "FastAPI")):
+            other = by.get(name)
+            if other is None:
+                continue
+            own = other.cpu_ms_per_turn.get("server", math.nan)
+            kept = _ratio(own, floor.cpu_ms_per_turn.get("server", math.nan))
+            mine = _ratio(sg.cpu_ms_per_turn.get("server", math.nan), own)
             out.append(
                 Check(
-                    "(reading) the durable floor's CPU / the floor's; sessiongate's / the"
-                    " durable floor's",
+                    f"(reading) the {label} floor's CPU / the floor's; sessiongate's / the"
+                    f" {label} floor's",
                     True,
-                    f"{fmt(kept)}x ({fmt(durable.cpu_ms_per_turn.get('server', math.nan))} ms);"
-                    f" {fmt(mine)}x",
-                )
-            )
-        framework = by.get("floor-fastapi")
-        if framework is not None:
-            cost = _ratio(
-                framework.cpu_ms_per_turn.get("server", math.nan),
-                floor.cpu_ms_per_turn.get("server", math.nan),
-            )
-            out.append(
-                Check(
-                    "(reading) the FastAPI floor's CPU / the floor's",
-                    True,
-                    f"{fmt(cost)}x ({fmt(framework.cpu_ms_per_turn.get('server', math.nan))} ms)",
+                    f"{fmt(kept)}x ({fmt(own)} ms); {fmt(mine)}x",
                 )
             )
         ttft = _ratio(sg.added["c1_p50"], floor.added["c1_p50"])
