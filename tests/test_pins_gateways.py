@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 
-from sessiongate.config import Settings
 from sessiongate.core.clock import ManualClock
 from sessiongate.core.keys import KeyRef
 from sessiongate.service.engine import Engine, build_engine
@@ -28,30 +27,17 @@ from sessiongate.store.pins import PinStamp
 from tests.conftest import START
 from tests.support.helpers import ScriptedModel, collect
 from tests.support.served_cluster import served_cluster
+from tests.test_pins import SECRET, settings
 
-SECRET = "the door code is 7781"
 KEY = "c:shared"
 ALICE = Caller("alice")
 
 
 def gateway(tmp_path: Path, database_url: str, model: ScriptedModel) -> Engine:
-    """One gateway of two on the same database (the same data_dir: one SQLite file)."""
+    """One gateway of two on the same database (the same data_dir: one SQLite file),
+    configured as test_pins.py's: the window alone leaves messages out."""
     return build_engine(
-        Settings(
-            data_dir=tmp_path,
-            database={"url": database_url, "pool_size": 4},
-            lifecycle={"timezone": "UTC"},
-            models={"scripted": {"provider": "offline", "context_window": 2048}},
-            agents={
-                "defaults": {
-                    "model": "scripted",
-                    "memory_window": 4,
-                    "context": {"compaction": "auto", "compact_at": 1.0},
-                }
-            },
-        ),
-        clock=ManualClock(START),
-        models={"scripted": model},
+        settings(tmp_path, database_url), clock=ManualClock(START), models={"scripted": model}
     )
 
 
