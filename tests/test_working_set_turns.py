@@ -155,6 +155,21 @@ async def test_served_gateway_long_conversation_stays_within_the_window(tmp_path
     assert any(source.startswith("compaction:") for source in sources)
 
 
+def is_summary_request(messages: Any) -> bool:
+    return str(messages[0]["content"]).startswith("You compact the earlier part")
+
+
+def summary_requests(model: ScriptedModel) -> list[list[dict[str, str]]]:
+    return [r for r in model.requests if is_summary_request(r)]
+
+
+async def drained_turns(gw: Engine, key: str, count: int, prefix: str = "turn") -> None:
+    """`count` turns on `key`, each followed by the compaction it found due."""
+    for turn in range(count):
+        await collect(gw, f"{prefix} {turn}", key=key)
+        await gw.turns.drain()
+
+
 def short_window_engine(tmp_path: Path, model: ScriptedModel) -> Engine:
     """`model` answering every request, summaries too, with a 4-message window: a
     compaction is due from the third turn on."""
@@ -181,9 +196,7 @@ async def test_a_summary_left_out_for_the_budget_is_announced(tmp_path: Path) ->
     gw = short_window_engine(tmp_path, model)
     await gw.start()
     try:
-        for turn in range(3):
-            await collect(gw, f"turn {turn}", key="c:huge")
-            await gw.turns.drain()
+        await drained_turns(gw, "c:huge", 3)
         segment = await gw.store.latest_segment(KeyRef("alice", "c:huge"))
         compactor = gw.turns.compactor
         small = in_force(await compactor.records(segment.session_id))
@@ -217,7 +230,7 @@ async def test_a_summary_no_shorter_than_its_span_is_refused(tmp_path: Path) -> 
     longer = "a long letter instead of a summary " * 200
 
     def reply(messages: Any) -> str:
-        if str(messages[0]["content"]).startswith("You compact the earlier part"):
+        if is_summary_request(messages):
             return longer
         return "ok"
 
@@ -225,10 +238,8 @@ async def test_a_summary_no_shorter_than_its_span_is_refused(tmp_path: Path) -> 
     gw = short_window_engine(tmp_path, model)
     await gw.start()
     try:
-        for turn in range(3):
-            await collect(gw, f"turn {turn}", key="c:letter")
-            await gw.turns.drain()
-        asked = [r for r in model.requests if str(r[0]["content"]).startswith("You compact")]
+        await drained_turns(gw, "c:letter", 3)
+        asked = summary_requests(model)
         assert asked  # the summariser was asked, and answered
         segment = await gw.store.latest_segment(KeyRef("alice", "c:letter"))
         assert await gw.turns.compactor.records(segment.session_id, fresh=True) == ()
@@ -259,7 +270,7 @@ class CountingModel(ScriptedModel):
     ) -> AsyncIterator[ModelChunk]:
         self.requests.append([dict(m) for m in messages])
         yield TextDelta("ok")
-        if str(messages[0]["content"]).startswith("You compact the earlier part"):
+        if is_summary_request(messages):
             estimate = sum(
                 estimate_tokens(str(m["content"])) + MESSAGE_OVERHEAD_TOKENS for m in messages
             )
@@ -280,10 +291,8 @@ async def test_summary_requests_correct_the_estimate(
     gw = short_window_engine(tmp_path, model)
     await gw.start()
     try:
-        for turn in range(3):
-            await collect(gw, f"turn {turn}", key="c:count")
-            await gw.turns.drain()
-        asked = [r for r in model.requests if str(r[0]["content"]).startswith("You compact")]
+        await drained_turns(gw, "c:count", 3)
+        asked = summary_requests(model)
         assert asked
         ratio = gw.turns.calibration.ratio("scripted")
     finally:
@@ -299,7 +308,7 @@ async def test_a_model_that_cannot_summarise_is_not_asked_on_every_turn(tmp_path
     can_summarise = False
 
     def reply(messages: Any) -> str:
-        if str(messages[0]["content"]).startswith("You compact the earlier part"):
+        if is_summary_request(messages):
             return "short summary" if can_summarise else "a letter instead " * 400
         return "ok"
 
@@ -307,7 +316,7 @@ async def test_a_model_that_cannot_summarise_is_not_asked_on_every_turn(tmp_path
     gw = short_window_engine(tmp_path, model)
 
     def asked() -> int:
-        return sum(1 for r in model.requests if str(r[0]["content"]).startswith("You compact"))
+        return len(summary_requests(model))
 
     await gw.start()
     try:
@@ -321,9 +330,8 @@ async def test_a_model_that_cannot_summarise_is_not_asked_on_every_turn(tmp_path
         assert asked() == 4
         assert trims >= 10  # every turn past the window trims, announced
         can_summarise = True
-        for turn in range(8):  # the backoff runs out (7 turns), then a summary is stored
-            await collect(gw, f"later {turn}", key="c:weak")
-            await gw.turns.drain()
+        # The backoff runs out (7 turns), then a summary is stored.
+        await drained_turns(gw, "c:weak", 8, prefix="later")
         segment = await gw.store.latest_segment(KeyRef("alice", "c:weak"))
         record = in_force(await gw.turns.compactor.records(segment.session_id))
         assert record is not None and record.summary == "short summary"
@@ -331,9 +339,7 @@ async def test_a_model_that_cannot_summarise_is_not_asked_on_every_turn(tmp_path
         # next due turn (backoff 0, then 1), not 15 turns later.
         can_summarise = False
         before = asked()
-        for turn in range(6):
-            await collect(gw, f"again {turn}", key="c:weak")
-            await gw.turns.drain()
+        await drained_turns(gw, "c:weak", 6, prefix="again")
         assert asked() - before >= 2
     finally:
         await gw.aclose()
