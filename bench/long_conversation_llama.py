@@ -95,8 +95,8 @@ def turn_texts(turns: int, seed: int) -> list[str]:
 
 
 async def run(args: argparse.Namespace, upstream: str) -> dict[str, float]:
-    proxy = CountingProxy(upstream, report_usage=args.usage)
-    url = await proxy.start(args.n_ctx)
+    proxy = CountingProxy(upstream, args.n_ctx, report_usage=args.usage)
+    url = await proxy.start()
     try:
         return await run_through(args, url, proxy)
     finally:

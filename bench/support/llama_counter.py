@@ -28,6 +28,8 @@ DONE = b"data: [DONE]"
 @dataclass
 class CountingProxy:
     upstream: str
+    #: The server's `n_ctx`: a prompt counted past it is a request over the window.
+    window: int
     report_usage: bool = True
     counts: list[int | None] = field(default_factory=list)
     over_window: int = 0
@@ -35,8 +37,7 @@ class CountingProxy:
     _session: aiohttp.ClientSession | None = None
     url: str = ""
 
-    async def start(self, window: int) -> str:
-        self.window = window
+    async def start(self) -> str:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=900))
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
